@@ -1,0 +1,165 @@
+"""Configuration: one pydantic section per stage, loaded from YAML, overridable by CLI flags.
+
+Unknown keys are errors. `load_config` turns any validation problem into a one-line `UserError` naming the field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from trace_rl.errors import UserError
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelConfig(Section):
+    """A model endpoint, referred to by name from the stages (policy, user, analyst, author, judge)."""
+
+    kind: Literal["openai", "local", "scripted", "tiny"] = Field(
+        "openai",
+        description="openai: any OpenAI-compatible server (vLLM, SGLang, llama.cpp, hosted); local: transformers + "
+        "PEFT in process; scripted: plays back `script` (tests); tiny: random-init model (tests).",
+    )
+    model: str = Field("", description="Model id, local folder, or alias (smollm2-135m, tiny).")
+    base_url: str | None = Field(None, description="OpenAI-compatible base URL; env OPENAI_BASE_URL if unset.")
+    api_key: str | None = Field(None, description="API key; prefer api_key_env.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
+    timeout_s: float = Field(120.0, description="Per-request timeout.")
+    max_retries: int = Field(4, description="Retries on 429/5xx/connection errors, exponential backoff.")
+    backoff_s: float = Field(0.5, description="First backoff delay; doubles each retry (with jitter).")
+    concurrency: int = Field(8, description="Requests in flight at most.")
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    adapters: dict[str, str] = Field(default_factory=dict, description="Named LoRA adapters: name -> folder.")
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    return_token_ids: bool = Field(True, description="Ask vLLM for sampled token ids (extra_body return_token_ids).")
+    script: list[Any] = Field(default_factory=list, description="Responses for kind=scripted.")
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="Passed through to the server.")
+
+
+def format_validation_error(err: ValidationError, source: str) -> str:
+    """One line naming the first offending field."""
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "<root>"
+    return f"{source}: {loc}: {first['msg']}"
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise UserError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise UserError(f"{path}:{where} is not valid YAML") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: top level must be a mapping of sections")
+    return data
+
+
+class EnvConfig(Section):
+    """The target environment (also used by rollout, evaluate and synthesize)."""
+
+    name: str = Field("library", description="tau2:retail | tau2:airline | tau2:mock | library | synthetic:<dir>")
+    data_dir: Path | None = Field(None, description="τ² data directory; env TRACE_TAU2_DATA, then ../shared/data/tau2.")
+    task_set: Literal["head", "v0.2"] = Field("head", description="τ² task file: tasks.json (head) or tasks_v0.2.json.")
+    reward_basis: list[str] | None = Field(
+        None, description="Override every task's reward basis, e.g. [DB, COMMUNICATE] for the paper's protocol."
+    )
+    quirks: dict[str, bool] = Field(
+        default_factory=dict, description="Upstream quirks to turn off or on by name (all reproduced by default)."
+    )
+    options: dict[str, Any] = Field(default_factory=dict, description="Domain-specific options (library: sizes, seed).")
+    max_steps: int = Field(50, description="Orchestrator steps per episode (TRACE used 50).")
+    max_errors: int = Field(10, description="Tool errors that end an episode (τ²-bench default).")
+
+
+class RunSection(Section):
+    name: str = Field("demo", description="Run name: the folder runs/<name>/.")
+    runs_dir: Path = Field(Path("runs"), description="Where run folders are created.")
+
+
+class RolloutConfig(Section):
+    """Stage 1: roll the agent out in the target environment."""
+
+    policy: str = Field("policy", description="Name of the policy model in `models`.")
+    user: str = Field("scripted", description="'scripted' (the domain's deterministic user) or a model name.")
+    judge: str | None = Field(None, description="Model name for NL_ASSERTION grading, when the basis needs it.")
+    adapter: str | None = Field(None, description="Serve the policy with this LoRA adapter.")
+    split: str = Field("train", description="Task split (diagnosing on test tasks would leak).")
+    trials: int = Field(1, ge=1, description="Trials per task (pass^k needs k ≤ trials).")
+    concurrency: int = Field(4, ge=1, description="Episodes in flight.")
+    seed: int = Field(300, description="Base seed; trial seeds derive from it (τ²-bench default 300).")
+    task_limit: int | None = Field(None, ge=1, description="Use only the first N tasks of the split.")
+    temperature: float | None = Field(None, description="Override the policy model's temperature.")
+    max_tokens: int | None = Field(None, description="Override the policy model's max tokens per turn.")
+
+
+class TraceConfig(Section):
+    """The whole pipeline: one section per stage, model endpoints by name."""
+
+    run: RunSection = Field(default_factory=RunSection)
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    stages: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Settings of stages not configured above yet (diagnose, synthesize, ...)."
+    )
+
+    def model(self, name: str) -> ModelConfig:
+        if name not in self.models:
+            known = ", ".join(sorted(self.models)) or "none"
+            raise UserError(f"unknown model '{name}' (models defined in config: {known})")
+        return self.models[name]
+
+
+def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> TraceConfig:
+    """YAML file (optional) + dotted overrides like {'rollout.trials': 3}; one-line UserError on any problem."""
+    data = read_yaml(Path(path)) if path is not None else {}
+    for dotted, value in (overrides or {}).items():
+        if value is None:
+            continue
+        node = data
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    try:
+        return TraceConfig.model_validate(data)
+    except ValidationError as err:
+        raise UserError(format_validation_error(err, str(path or "config"))) from None
+
+
+def model_from_spec(spec: str, cfg: TraceConfig | None = None) -> tuple[str, ModelConfig]:
+    """A model named on the command line: a name from the config's `models`, `scripted`, `tiny`,
+    `openai:<model>[@<base_url>]`, `local:<path-or-alias>`, or a bare local folder / alias (smollm2-135m)."""
+    if cfg is not None and spec in cfg.models:
+        return spec, cfg.models[spec]
+    kind, sep, rest = spec.partition(":")
+    if spec in ("scripted", "tiny"):
+        return spec, ModelConfig(kind=spec, model=spec)
+    if sep and kind == "openai":
+        model, _, base_url = rest.partition("@")
+        if not model:
+            raise UserError(f"model spec '{spec}': expected openai:<model>[@<base_url>]")
+        return model, ModelConfig(kind="openai", model=model, base_url=base_url or None)
+    if sep and kind == "local":
+        return rest, ModelConfig(kind="local", model=rest)
+    if Path(spec).is_dir() or spec in ("smollm2-135m",):
+        return spec, ModelConfig(kind="local", model=spec)
+    known = ", ".join(sorted(cfg.models)) if cfg is not None and cfg.models else "none in config"
+    raise UserError(
+        f"unknown model '{spec}': use a config model name ({known}), scripted, tiny, smollm2-135m, a local folder, "
+        "local:<path>, or openai:<model>[@<base_url>]"
+    )

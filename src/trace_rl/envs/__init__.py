@@ -1,0 +1,1 @@
+"""Environments: the protocol, toolkit, orchestrator, user simulators, evaluator, and one folder per domain."""

