@@ -1,0 +1,58 @@
+"""User errors from the command line are one line and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trace_rl.cli import main
+from trace_rl.config import load_config, model_from_spec
+from trace_rl.errors import UserError
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "trace_rl.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_unknown_stage_is_one_line():
+    out = run_cli("bogus")
+    assert out.returncode == 2
+    assert out.stderr.strip() == "error: No such command 'bogus'."
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("stage", ["serve"])
+def test_stage_not_built_yet_says_so(stage: str, capsys):
+    assert main([stage]) == 2
+    assert capsys.readouterr().err.strip() == f"error: stage '{stage}' is not implemented yet"
+
+
+def test_unknown_environment(capsys):
+    assert main(["env", "check", "nowhere"]) == 2
+    assert "unknown environment 'nowhere'" in capsys.readouterr().err
+
+
+def test_malformed_config_names_the_field(tmp_path: Path):
+    bad = tmp_path / "c.yaml"
+    bad.write_text("rollout:\n  trials: many\n")
+    with pytest.raises(UserError, match=r"rollout\.trials"):
+        load_config(bad)
+    bad.write_text("rollout: [unclosed\n")
+    with pytest.raises(UserError, match="not valid YAML"):
+        load_config(bad)
+    bad.write_text("rolout:\n  trials: 2\n")
+    with pytest.raises(UserError, match="rolout"):
+        load_config(bad)
+    with pytest.raises(UserError, match="config file not found"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_model_specs():
+    assert model_from_spec("openai:qwen@http://127.0.0.1:8000/v1")[1].base_url == "http://127.0.0.1:8000/v1"
+    assert model_from_spec("tiny")[1].kind == "tiny"
+    assert model_from_spec("smollm2-135m")[1].kind == "local"
+    with pytest.raises(UserError, match="unknown model 'gpt-9'"):
+        model_from_spec("gpt-9")
