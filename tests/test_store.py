@@ -75,12 +75,21 @@ def test_jsonl_last_record_of_a_key_wins(tmp_path: Path):
     assert store.latest()["a"]["v"] == 2 and len(store.latest()) == 2
 
 
-@pytest.mark.parametrize("kill_after", [0.15, 0.4])
-def test_killed_dummy_stage_resumes_without_loss_or_duplicates(tmp_path: Path, kill_after: float):
+def wait_for_records(path: Path, at_least: int, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_bytes().count(b"\n") >= at_least:
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"the stage wrote fewer than {at_least} records in {timeout_s} s")
+
+
+@pytest.mark.parametrize("kill_at", [3, 25])
+def test_killed_dummy_stage_resumes_without_loss_or_duplicates(tmp_path: Path, kill_at: int):
     path = tmp_path / "stage.jsonl"
     n = 60
     proc = subprocess.Popen([sys.executable, "-c", DUMMY_STAGE, str(path), str(n)], stdout=subprocess.PIPE)
-    time.sleep(kill_after)
+    wait_for_records(path, kill_at)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     partial = JsonlStore(path).keys()
