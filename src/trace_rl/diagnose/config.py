@@ -1,0 +1,104 @@
+"""`DiagnoseConfig`: the settings of `trace-rl diagnose` (YAML `stages.diagnose`, overridable by flags).
+
+Defaults follow TRACE §3.3 (ρ = 0.10, δ = 0.20, up to 10 candidates, K = 8 of N = 10 labeling runs). The structural
+analyzer is deterministic, so its N runs would all agree: its default is N = 1, K = 1 (the same aggregation still runs).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import Field, ValidationError, model_validator
+
+from trace_rl.config import Section, format_validation_error
+from trace_rl.errors import UserError
+
+STRUCTURAL = "structural"
+PAPER_N_RUNS = 10
+PAPER_K_FRACTION = 0.8  # K = 8 of N = 10
+
+
+class DiagnoseConfig(Section):
+    """Stage 1b: contrast successful and failed trajectories, keep capabilities that explain the failures."""
+
+    analyst: str = Field(
+        STRUCTURAL,
+        description="'structural' (reference-guided, no LLM; needs tasks with gold actions) or a model name / spec "
+        "(config `models` name, openai:<model>[@<url>], scripted, ...).",
+    )
+    n_runs: int | None = Field(
+        None, ge=1, description="Independent labeling runs N (TRACE: 10). Default 10 for an LLM analyst, 1 structural."
+    )
+    k: int | None = Field(
+        None,
+        ge=1,
+        description="Runs a capability must pass (K of N). Default ceil(0.8·N): 8 of 10 as the paper's code.",
+    )
+    rho: float = Field(0.10, ge=0.0, le=1.0, description="Min. coverage of failed rollouts, Cov ≥ ρ (TRACE §3.3).")
+    delta: float = Field(0.20, ge=-1.0, le=1.0, description="Min. contrastive gap Δ = ER− − ER+ (TRACE §3.3).")
+    max_candidates: int = Field(10, ge=1, description="Discovery returns at most this many capabilities (TRACE: 10).")
+    splits: list[str] = Field(["train"], min_length=1, description="Rollout splits to diagnose (test would leak).")
+    allow_test_split: bool = Field(
+        False, description="Permit test splits in `splits` (leaks test tasks into training; TRACE §11.1)."
+    )
+    batch_size: int = Field(20, ge=1, description="Trajectories per labeling call at most.")
+    char_budget: int = Field(48_000, ge=2_000, description="Characters of trajectory summaries per labeling call.")
+    discovery_char_budget: int = Field(96_000, ge=2_000, description="Characters of summaries in the discovery call.")
+    max_content_chars: int = Field(500, ge=40, description="One message's content in a summary is cut to this.")
+    max_trajectory_chars: int = Field(6_000, ge=400, description="One trajectory's summary is cut to this.")
+    retries: int = Field(3, ge=0, description="Repair requests after invalid analyst output, per call.")
+    concurrency: int = Field(4, ge=1, description="Labeling runs in flight.")
+    temperature: float = Field(0.7, ge=0.0, description="Analyst sampling temperature (labeling runs differ by it).")
+    discovery_temperature: float = Field(0.2, ge=0.0, description="Analyst temperature for the one discovery call.")
+    max_tokens: int = Field(4_096, ge=64, description="Analyst completion budget per call.")
+    seed: int = Field(0, description="Shuffling and sampling seed; run i uses seed + i.")
+    max_examples: int = Field(8, ge=0, description="Example failed trajectories kept per capability (paper code: 8).")
+    structural_evidence: bool = Field(
+        True, description="Give the structural analyzer's findings to an LLM analyst as evidence (when gold exists)."
+    )
+
+    @model_validator(mode="after")
+    def _k_le_n(self) -> DiagnoseConfig:
+        if self.k is not None and self.n_runs is not None and self.k > self.n_runs:
+            raise ValueError(f"k ({self.k}) cannot exceed n_runs ({self.n_runs})")
+        return self
+
+    @property
+    def is_structural(self) -> bool:
+        return self.analyst == STRUCTURAL
+
+    @property
+    def runs(self) -> int:
+        """N: the configured value, else 10 for an LLM analyst and 1 for the deterministic structural one."""
+        if self.n_runs is not None:
+            return self.n_runs
+        return 1 if self.is_structural else PAPER_N_RUNS
+
+    @property
+    def min_passes(self) -> int:
+        """K: the configured value, else ceil(0.8·N) (8 of 10, as the paper's code), at least 1."""
+        if self.k is not None:
+            if self.k > self.runs:
+                raise UserError(f"diagnose: k ({self.k}) cannot exceed the number of labeling runs ({self.runs})")
+            return self.k
+        return max(1, math.ceil(PAPER_K_FRACTION * self.runs - 1e-9))
+
+
+def is_test_split(split: str) -> bool:
+    """Splits that hold evaluation tasks: 'test', 'test_hard', 'heldout', ..."""
+    s = split.lower()
+    return "test" in s or "heldout" in s or "held_out" in s or s == "eval"
+
+
+def diagnose_config(section: dict[str, Any] | None, overrides: dict[str, Any] | None = None) -> DiagnoseConfig:
+    """`stages.diagnose` from a TraceConfig plus flag overrides (None values ignored); one-line UserError."""
+    data = dict(section or {})
+    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        return DiagnoseConfig.model_validate(data)
+    except ValidationError as err:
+        raise UserError(format_validation_error(err, "stages.diagnose")) from None
+
+
+__all__ = ["STRUCTURAL", "DiagnoseConfig", "diagnose_config", "is_test_split"]

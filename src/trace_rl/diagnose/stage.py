@@ -1,0 +1,517 @@
+"""The diagnose stage: rollouts → discovery → N labeling runs → aggregation → `diagnose/capabilities.json`.
+
+Reads `rollout/trajectories.jsonl` (last record of an id wins). Excludes, and counts: infrastructure failures
+(`infra_error` set), unscored episodes (`success` is None), records that do not parse, and trajectories of splits not
+in `splits` (default: train only). A test split in `splits` is refused unless `allow_test_split` (TRACE §11.1: the
+paper mined capabilities from its test tasks). The splits used are recorded in capabilities.json.
+
+Writes, each atomically and only after validation: `diagnose/discovery.json`, `diagnose/labels/run_<i>.json` (one per
+labeling run, written as each finishes), `diagnose/capabilities.json`. Resumable: a discovery or labeling run whose
+file exists with the same fingerprint (trajectories, outcomes, analyst, dictionary) is reused, not redone; a failure
+in any step raises before capabilities.json is touched, so the previous file stays intact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from trace_rl.config import EnvConfig
+from trace_rl.diagnose.aggregate import aggregate
+from trace_rl.diagnose.config import DiagnoseConfig, is_test_split
+from trace_rl.diagnose.items import Analyst, AnalystError, DiagnosisItem
+from trace_rl.diagnose.llm import LLMAnalyst
+from trace_rl.diagnose.schema import (
+    CandidateSpec,
+    CapabilitiesFile,
+    DiscoveryRecord,
+    Label,
+    LabelMatrix,
+    LabelRunRecord,
+    SelectionParams,
+)
+from trace_rl.diagnose.structural import (
+    CAPABILITIES as STRUCTURAL_CAPABILITIES,
+)
+from trace_rl.diagnose.structural import (
+    StructuralAnalyst,
+    WriteOracle,
+    domain_write_kinds,
+    write_oracle,
+)
+from trace_rl.errors import UserError
+from trace_rl.models.base import ModelClient
+from trace_rl.store import RunDir, atomic_write_json
+from trace_rl.types import Capability, Task, Trajectory
+
+ROLLOUTS = "rollout/trajectories.jsonl"
+STAGE = "diagnose"
+
+
+@dataclass
+class DiagnoseResult:
+    path: Path
+    file: CapabilitiesFile
+    reused: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def selected(self) -> list[str]:
+        return [c.name for c in self.file.selected]
+
+
+# -- inputs ---------------------------------------------------------------------------------------------------------
+def load_trajectories(run: RunDir) -> tuple[list[Trajectory], int]:
+    """Latest record per id from the rollout store, and how many records did not parse."""
+    store = run.jsonl(ROLLOUTS)
+    if not store.path.exists():
+        raise UserError(f"no rollouts in {store.path}: run `trace-rl rollout` for this run first")
+    out, bad = [], 0
+    for record in store.latest().values():
+        try:
+            out.append(Trajectory.model_validate(record))
+        except ValidationError:
+            bad += 1
+    return out, bad
+
+
+def select_trajectories(
+    trajectories: Sequence[Trajectory], cfg: DiagnoseConfig
+) -> tuple[list[Trajectory], dict[str, Any]]:
+    """The diagnosed set D and the counts of everything left out (leak guard included)."""
+    leaking = [s for s in cfg.splits if is_test_split(s)]
+    if leaking and not cfg.allow_test_split:
+        raise UserError(
+            f"diagnose: refusing to diagnose test split(s) {leaking}: capabilities mined from test tasks leak into "
+            "training (TRACE §11.1); use train splits, or set allow_test_split / --allow-test-split on purpose"
+        )
+    kept: list[Trajectory] = []
+    excluded_split: Counter[str] = Counter()
+    infra = unscored = 0
+    for t in trajectories:
+        if t.split not in cfg.splits:
+            excluded_split[t.split] += 1
+        elif t.is_infra_failure:
+            infra += 1
+        elif t.success is None:
+            unscored += 1
+        else:
+            kept.append(t)
+    if not kept:
+        seen = sorted({t.split for t in trajectories})
+        raise UserError(
+            f"diagnose: no scored trajectories in split(s) {cfg.splits} (rollouts hold splits {seen or 'none'}; "
+            f"{infra} infrastructure failures, {unscored} unscored)"
+        )
+    kept.sort(key=lambda t: t.id)
+    counts = {
+        "diagnosed": len(kept),
+        "succeeded": sum(bool(t.success) for t in kept),
+        "failed": sum(not t.success for t in kept),
+        "by_split": dict(Counter(t.split for t in kept)),
+        "excluded": {"infra_error": infra, "unscored": unscored, "other_splits": dict(excluded_split)},
+    }
+    return kept, counts
+
+
+@dataclass
+class EnvInfo:
+    """What the diagnosed environments give the stage: tasks keyed (env, task id), tool write kinds, the ids of
+    their test tasks (for the leak guard), and warnings for whatever could not be loaded."""
+
+    tasks: dict[tuple[str, str], Task] = field(default_factory=dict)
+    kinds: dict[str, bool] = field(default_factory=dict)
+    test_ids: set[tuple[str, str]] = field(default_factory=set)
+    warnings: list[str] = field(default_factory=list)
+
+
+def load_tasks(run: RunDir, wanted: Mapping[str, Sequence[str]]) -> EnvInfo:
+    """Tasks of each environment the trajectories name (`wanted`: env name -> splits). Settings (data_dir,
+    options, ...) come from the manifest's `env` section when it names the same environment. Problems are warnings:
+    an LLM analyst works without gold actions."""
+    from trace_rl.envs.registry import load_domain
+
+    recorded = run.manifest().config.get("env") or {}
+    info = EnvInfo()
+    for env_name, splits in wanted.items():
+        if recorded.get("name") == env_name:
+            data = dict(recorded)
+        else:
+            data = {k: recorded[k] for k in ("data_dir", "task_set") if recorded.get(k) is not None}
+            data["name"] = env_name
+        try:
+            env_cfg = EnvConfig.model_validate(data)
+            domain = load_domain(env_cfg.name, env_cfg)
+        except (UserError, ValidationError, ImportError) as exc:
+            info.warnings.append(f"could not load environment {env_name!r} for gold actions: {exc}")
+            continue
+        for split in splits:
+            try:
+                info.tasks.update({(env_name, t.id): t for t in domain.tasks(split)})
+            except Exception as exc:
+                info.warnings.append(f"could not load {env_name} tasks of split {split!r}: {exc}")
+        try:
+            for split in domain.splits():
+                if is_test_split(split):
+                    info.test_ids |= {(env_name, t.id) for t in domain.tasks(split)}
+        except Exception as exc:
+            info.warnings.append(f"could not list {env_name} test tasks for the leak guard: {exc}")
+        info.kinds.update(domain_write_kinds(domain))
+    return info
+
+
+def _fingerprint(*parts: Any) -> str:
+    blob = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def _evidence_table(items: Sequence[DiagnosisItem], structural: StructuralAnalyst) -> str:
+    rows = []
+    for cap in STRUCTURAL_CAPABILITIES:
+        counts = {True: [0, 0], False: [0, 0]}  # success -> [lacking, applicable]
+        for item in items:
+            label = structural.report(item).labels()[cap]
+            if label != Label.NA:
+                counts[item.success][1] += 1
+                counts[item.success][0] += label == Label.LACKING
+        f, s = counts[False], counts[True]
+        if f[1] or s[1]:
+            rows.append(f"- {cap}: deficit in {f[0]} of {f[1]} failed and {s[0]} of {s[1]} successful trajectories")
+    return "\n".join(rows)
+
+
+def _resolve_client(cfg: DiagnoseConfig, clients: Mapping[str, ModelClient] | ModelClient | None) -> ModelClient:
+    client = clients.get(cfg.analyst) if isinstance(clients, Mapping) else clients
+    if client is None:
+        raise UserError(f"diagnose: analyst '{cfg.analyst}' needs a model client (none was given)")
+    return client
+
+
+# -- steps ----------------------------------------------------------------------------------------------------------
+def _read_record(path: Path, model: type[Any]) -> Any | None:
+    if not path.exists():
+        return None
+    try:
+        return model.model_validate(json.loads(path.read_text()))
+    except (ValueError, ValidationError):
+        return None
+
+
+def check_matrix(labels: LabelMatrix, ids: Sequence[str], names: Sequence[str], what: str) -> LabelMatrix:
+    """Complete (every id × every name) or AnalystError; extra ids and names are dropped."""
+    missing_ids = [i for i in ids if i not in labels]
+    incomplete = [i for i in ids if i in labels and any(n not in labels[i] for n in names)]
+    if missing_ids or incomplete:
+        shown = ", ".join((missing_ids + incomplete)[:5])
+        raise AnalystError(
+            f"{what}: labels missing for {len(missing_ids)} trajectories and incomplete for {len(incomplete)} "
+            f"({shown}); nothing was written"
+        )
+    return {i: {n: Label(labels[i][n]) for n in names} for i in ids}
+
+
+async def _discover(
+    analyst: Analyst, items: Sequence[DiagnosisItem], cfg: DiagnoseConfig, path: Path, fp: str, fresh: bool
+) -> tuple[DiscoveryRecord, bool]:
+    old = None if fresh else _read_record(path, DiscoveryRecord)
+    if old is not None and old.fingerprint == fp:
+        return old, True
+    result = await analyst.discover(items, seed=cfg.seed)
+    candidates = result.candidates[: cfg.max_candidates]
+    if not candidates:
+        raise AnalystError(f"analyst '{cfg.analyst}' proposed no capabilities")
+    record = DiscoveryRecord(
+        analyst=cfg.analyst, fingerprint=fp, candidates=candidates, warnings=result.warnings,
+        prompt_chars=result.prompt_chars, created_at=time.time(),
+    )  # fmt: skip
+    record = DiscoveryRecord.model_validate(record.model_dump(mode="json"))
+    atomic_write_json(path, record)
+    return record, False
+
+
+async def _label_run(
+    analyst: Analyst,
+    items: Sequence[DiagnosisItem],
+    candidates: Sequence[CandidateSpec],
+    cfg: DiagnoseConfig,
+    run_index: int,
+    path: Path,
+    fp: str,
+    gate: asyncio.Semaphore,
+) -> LabelRunRecord:
+    names = [c.name for c in candidates]
+    ids = [i.id for i in items]
+    async with gate:
+        result = await analyst.label(items, candidates, run=run_index, seed=cfg.seed + run_index)
+    labels = check_matrix(result.labels, ids, names, f"labeling run {run_index}")
+    record = LabelRunRecord(
+        run=run_index, seed=cfg.seed + run_index, analyst=cfg.analyst, fingerprint=fp, capabilities=names,
+        labels=labels, warnings=result.warnings, calls=result.calls, created_at=time.time(),
+    )  # fmt: skip
+    atomic_write_json(path, record)
+    return record
+
+
+def _reusable(path: Path, fp: str, ids: Sequence[str], names: Sequence[str]) -> LabelRunRecord | None:
+    old = _read_record(path, LabelRunRecord)
+    if old is None or old.fingerprint != fp or old.capabilities != list(names):
+        return None
+    try:
+        check_matrix(old.labels, ids, names, "stored run")
+    except AnalystError:
+        return None
+    return old
+
+
+def _dedupe(lines: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(lines))
+
+
+def _drop_test_tasks(
+    kept: list[Trajectory],
+    test_ids: set[tuple[str, str]],
+    cfg: DiagnoseConfig,
+    counts: dict[str, Any],
+    warnings: list[str],
+) -> list[Trajectory]:
+    """The leak guard's second check: a split that mixes train and test tasks (τ²'s `base`) keeps only train tasks."""
+    leaked = [t for t in kept if (t.env, t.task_id) in test_ids]
+    if not leaked or cfg.allow_test_split:
+        return kept
+    counts["excluded"]["test_tasks"] = len(leaked)
+    warnings.append(f"left out {len(leaked)} trajectories of test tasks found in split(s) {cfg.splits} (TRACE §11.1)")
+    kept = [t for t in kept if (t.env, t.task_id) not in test_ids]
+    if not kept:
+        raise UserError(f"diagnose: every trajectory in split(s) {cfg.splits} is of a test task (TRACE §11.1)")
+    counts.update(
+        diagnosed=len(kept),
+        succeeded=sum(bool(t.success) for t in kept),
+        failed=sum(not t.success for t in kept),
+        by_split=dict(Counter(t.split for t in kept)),
+    )
+    return kept
+
+
+# -- the stage ------------------------------------------------------------------------------------------------------
+def _items(
+    run: RunDir,
+    cfg: DiagnoseConfig,
+    kept: list[Trajectory],
+    counts: dict[str, Any],
+    warnings: list[str],
+    tasks: Mapping[str, Task] | Sequence[Task] | None,
+    write_kinds: Mapping[str, bool] | None,
+) -> tuple[list[DiagnosisItem], WriteOracle]:
+    """Pair each kept trajectory with its task (gold actions), after the leak guard's task-id check."""
+    if tasks is None:
+        wanted: dict[str, set[str]] = {}
+        for t in kept:
+            wanted.setdefault(t.env, set()).add(t.split)
+        env = load_tasks(run, {e: sorted(s) for e, s in wanted.items()})
+        warnings.extend(env.warnings)
+    else:
+        given = tasks.values() if isinstance(tasks, Mapping) else tasks
+        env = EnvInfo(tasks={("", t.id): t for t in given})
+    kept = _drop_test_tasks(kept, env.test_ids, cfg, counts, warnings)
+    items = [DiagnosisItem(t, env.tasks.get((t.env, t.task_id)) or env.tasks.get(("", t.task_id))) for t in kept]
+    counts["with_reference"] = sum(
+        1 for i in items if i.task and i.task.evaluation_criteria and i.task.evaluation_criteria.actions is not None
+    )
+    return items, write_oracle(write_kinds if write_kinds is not None else env.kinds)
+
+
+def _analyst(
+    cfg: DiagnoseConfig,
+    clients: Mapping[str, ModelClient] | ModelClient | None,
+    items: list[DiagnosisItem],
+    is_write: WriteOracle,
+    n_reference: int,
+    warnings: list[str],
+) -> Analyst:
+    structural = StructuralAnalyst(is_write)
+    if cfg.is_structural:
+        if n_reference == 0:
+            raise UserError(
+                "diagnose: the structural analyzer needs the tasks' gold actions, and none of the diagnosed "
+                "trajectories has a task with gold actions (" + ("; ".join(warnings) or "no tasks found") + ")"
+            )
+        return structural
+    evidence = ""
+    if cfg.structural_evidence and n_reference:
+        for item in items:
+            item.notes = structural.report(item).notes()
+        evidence = _evidence_table(items, structural)
+    return LLMAnalyst(_resolve_client(cfg, clients), cfg, name=cfg.analyst, evidence=evidence)
+
+
+async def _label_all(
+    analyst: Analyst,
+    items: list[DiagnosisItem],
+    candidates: Sequence[CandidateSpec],
+    cfg: DiagnoseConfig,
+    out: Path,
+    fp: str,
+    fresh: bool,
+) -> tuple[list[LabelRunRecord], list[int]]:
+    """N labeling runs, concurrently; stored runs with the same fingerprint are reused. Returns (runs, reused)."""
+    names = [c.name for c in candidates]
+    ids = [i.id for i in items]
+    gate = asyncio.Semaphore(cfg.concurrency)
+    records: dict[int, LabelRunRecord] = {}
+    jobs: dict[int, Any] = {}
+    for r in range(cfg.runs):
+        path = out / "labels" / f"run_{r}.json"
+        old = None if fresh else _reusable(path, fp, ids, names)
+        if old is not None:
+            records[r] = old
+        else:
+            jobs[r] = _label_run(analyst, items, candidates, cfg, r, path, fp, gate)
+    results = await asyncio.gather(*jobs.values(), return_exceptions=True)
+    failures = []
+    for r, res in zip(jobs, results, strict=True):
+        if isinstance(res, BaseException):
+            failures.append(res)
+        else:
+            records[r] = res
+    if failures:  # the runs that finished are on disk; a rerun redoes only the failed ones
+        first = next((f for f in failures if isinstance(f, UserError)), failures[0])
+        if isinstance(first, UserError) and len(failures) > 1:
+            raise type(first)(f"{first} ({len(failures)} of {cfg.runs} labeling runs failed)") from None
+        raise first
+    return [records[r] for r in range(cfg.runs)], sorted(set(records) - set(jobs))
+
+
+def _capabilities_file(
+    cfg: DiagnoseConfig,
+    items: list[DiagnosisItem],
+    discovery: DiscoveryRecord,
+    runs: list[LabelRunRecord],
+    counts: dict[str, Any],
+    warnings: list[str],
+) -> CapabilitiesFile:
+    """Aggregate the runs (TRACE §3.3) and build the validated capabilities.json record."""
+    candidates = discovery.candidates
+    outcomes = {i.id: i.success for i in items}
+    stats = aggregate(
+        [c.name for c in candidates],
+        [r.labels for r in runs],
+        outcomes,
+        rho=cfg.rho,
+        delta=cfg.delta,
+        k=cfg.min_passes,
+        max_examples=cfg.max_examples,
+    )
+    specs = {c.name: c for c in candidates}
+    task_of = {i.id: i.task_id for i in items}
+    capabilities = []
+    for s in stats:
+        body = s.as_stats(cfg.runs, cfg.min_passes)
+        body["example_failed_task_ids"] = list(dict.fromkeys(task_of[t] for t in s.example_failed_ids))
+        body["discovery_example_task_ids"] = specs[s.name].example_task_ids
+        capabilities.append(
+            Capability(
+                name=s.name,
+                definition=specs[s.name].definition,
+                example_task_ids=body["example_failed_task_ids"],
+                stats=body,
+                status="pending" if s.selected else "rejected",
+            )
+        )
+    notes = [
+        *warnings,
+        *discovery.warnings,
+        *(w for r in runs for w in r.warnings),
+        *(w for s in stats for w in s.warnings),
+    ]
+    data = CapabilitiesFile(
+        selected=[c for c in capabilities if c.status == "pending"],
+        candidates=capabilities,
+        params=SelectionParams(rho=cfg.rho, delta=cfg.delta, n_runs=cfg.runs, k=cfg.min_passes),
+        splits=sorted(counts["by_split"]),
+        n_trajectories=counts,
+        analyst=cfg.analyst,
+        warnings=_dedupe(notes),
+        created_at=time.time(),
+    )
+    return CapabilitiesFile.model_validate(data.model_dump(mode="json"))
+
+
+async def diagnose_async(
+    run: RunDir,
+    cfg: DiagnoseConfig,
+    clients: Mapping[str, ModelClient] | ModelClient | None = None,
+    *,
+    tasks: Mapping[str, Task] | Sequence[Task] | None = None,
+    write_kinds: Mapping[str, bool] | None = None,
+    fresh: bool = False,
+) -> DiagnoseResult:
+    """Run the stage. `tasks` / `write_kinds` override loading the environments the trajectories name; `fresh`
+    redoes discovery and every labeling run."""
+    trajectories, bad = load_trajectories(run)
+    kept, counts = select_trajectories(trajectories, cfg)
+    counts["excluded"]["invalid_record"] = bad
+    warnings: list[str] = []
+    items, is_write = _items(run, cfg, kept, counts, warnings, tasks, write_kinds)
+    analyst = _analyst(cfg, clients, items, is_write, counts["with_reference"], warnings)
+    out = run.stage_dir(STAGE)
+    base_fp = _fingerprint(
+        cfg.analyst, sorted((i.id, i.success) for i in items), cfg.max_candidates, cfg.structural_evidence
+    )
+    with run.stage(STAGE, cfg.model_dump(mode="json")) as record:
+        discovery, disc_reused = await _discover(analyst, items, cfg, out / "discovery.json", base_fp, fresh)
+        label_fp = _fingerprint(base_fp, [c.model_dump() for c in discovery.candidates])
+        runs, reused_runs = await _label_all(analyst, items, discovery.candidates, cfg, out, label_fp, fresh)
+        data = _capabilities_file(cfg, items, discovery, runs, counts, warnings)
+        path = out / "capabilities.json"
+        atomic_write_json(path, data)
+        reused = {"discovery": disc_reused, "label_runs": reused_runs}
+        record.summary = {
+            "selected": [c.name for c in data.selected],
+            "n_trajectories": counts["diagnosed"],
+            "splits": data.splits,
+            "analyst": cfg.analyst,
+            "reused": reused,
+        }
+    return DiagnoseResult(path=path, file=data, reused=reused)
+
+
+def run_diagnose(
+    run: RunDir,
+    cfg: DiagnoseConfig,
+    clients: Mapping[str, ModelClient] | ModelClient | None = None,
+    **kwargs: Any,
+) -> DiagnoseResult:
+    """Synchronous entry point (see `diagnose_async`)."""
+    return asyncio.run(diagnose_async(run, cfg, clients, **kwargs))
+
+
+def read_capabilities(run: RunDir) -> CapabilitiesFile:
+    """The validated `diagnose/capabilities.json` of a run."""
+    path = run.root / STAGE / "capabilities.json"
+    if not path.exists():
+        raise UserError(f"no {path}: run `trace-rl diagnose --run {run.root}` first")
+    try:
+        return CapabilitiesFile.model_validate(json.loads(path.read_text()))
+    except (ValueError, ValidationError) as exc:
+        raise UserError(f"{path} is not a valid capabilities file: {str(exc).splitlines()[0]}") from None
+
+
+__all__ = [
+    "DiagnoseResult",
+    "EnvInfo",
+    "check_matrix",
+    "diagnose_async",
+    "load_tasks",
+    "load_trajectories",
+    "read_capabilities",
+    "run_diagnose",
+    "select_trajectories",
+]
