@@ -1,0 +1,68 @@
+"""`CapabilityTrainEnv`: a capability environment behind stage 3's `TrainEnv` protocol (`trace_rl.train.protocol`).
+
+The trainer passes the task to every call and scores on the live environment; this adapter forwards to
+`CapabilityEnvironment` and takes the final DB from the live environment (no replay). `load_train_env(folder)` is
+what `trace_rl.train.envs.load_synthesized_env` looks up first.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from trace_rl.envs.base import Environment
+from trace_rl.envs.synthetic.environment import CapabilityEnvironment, load_capability_env
+from trace_rl.envs.users import UserSimulator
+from trace_rl.types import Message, Task, TerminationReason
+
+
+def _episode_score(shaped: float, success: bool, breakdown: dict[str, float]) -> Any:
+    try:
+        from trace_rl.train.protocol import EpisodeScore
+    except ImportError:  # a build without the train stage: a plain record with the same fields
+        from types import SimpleNamespace
+
+        return SimpleNamespace(shaped=shaped, success=success, breakdown=breakdown)
+    return EpisodeScore(shaped=shaped, success=success, breakdown=breakdown)
+
+
+class CapabilityTrainEnv:
+    """`TrainEnv` over one `CapabilityEnvironment`."""
+
+    def __init__(self, env: CapabilityEnvironment) -> None:
+        self.env = env
+        self.name = env.name
+        self.status = env.status
+
+    @property
+    def hint_fraction(self) -> float:
+        return self.env.hint_fraction
+
+    def make_task(self, seed: int) -> Task:
+        return self.env.make_task(seed)
+
+    def make_env(self, task: Task) -> Environment:
+        return self.env.make_env()
+
+    def system_prompt(self, task: Task, *, hinted: bool = False) -> str:
+        return self.env.system_prompt(hinted=hinted)
+
+    def has_hint(self) -> bool:
+        return bool(self.env.spec.hint.text.strip())
+
+    def scripted_user(self, task: Task) -> UserSimulator:
+        return self.env.scripted_user(task)
+
+    async def score(self, env: Environment, task: Task, messages: list[Message], termination: TerminationReason) -> Any:
+        rewarder = self.env.rewarder
+        db = float(env.state_hash() == rewarder.gold(task).db_hash)
+        s = rewarder.score_messages(task, messages, termination, db=db)
+        breakdown = {**s.components, **{f"check/{k}": v for k, v in s.checks.items()}}
+        return _episode_score(s.reward, s.success, breakdown)
+
+
+def load_train_env(folder: Path) -> CapabilityTrainEnv:
+    return CapabilityTrainEnv(load_capability_env(Path(folder)))
+
+
+__all__ = ["CapabilityTrainEnv", "load_train_env"]

@@ -1,0 +1,117 @@
+"""Generator 1: capability environments from the target itself (no LLM).
+
+Library: the evidence tasks' families (weighted by how many evidence tasks each has) are re-seeded from the library's
+fresh seed range, disjoint from its train and test splits (`library_variants`). With no usable evidence, the families
+whose own capability type matches the capability's are used.
+
+τ²: the evidence train tasks whose gold actions have a supported shape are re-targeted at other users and orders
+(`tau2_variants`, see `trace_rl.envs.synthetic.tau2_variants` for the shapes covered), excluding every user and
+order the test split refers to (through the environment's hashed leak index).
+
+Both reuse the target's tools and DB, so schemas match by construction, and re-derive gold actions that validation
+replays.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from trace_rl.config import EnvConfig
+from trace_rl.envs.base import Domain
+from trace_rl.envs.synthetic.spec import EnvSpec, GeneratorSpec, SplitSpec
+from trace_rl.synthesize.config import SynthesizeConfig
+from trace_rl.synthesize.design import hint_spec, reward_spec
+from trace_rl.synthesize.evidence import Evidence
+
+
+def target_family(env_name: str) -> str | None:
+    if env_name == "library":
+        return "library"
+    if env_name.startswith("tau2:") and env_name.split(":", 1)[1] in ("retail", "airline"):
+        return "tau2"
+    return None
+
+
+def base_spec(
+    evidence: Evidence,
+    kind: str,
+    target_cfg: EnvConfig,
+    target: Domain,
+    cfg: SynthesizeConfig,
+    generator: GeneratorSpec,
+) -> EnvSpec:
+    env = target.make_env()
+    cap = evidence.capability
+    return EnvSpec(
+        name=cap.name,
+        definition=cap.definition,
+        target=target_cfg.model_dump(mode="json"),
+        tools=[s["function"]["name"] for s in env.tool_schemas()],
+        generator=generator,
+        reward=reward_spec(kind, alpha=cfg.alpha, weights=cfg.weights, unscored_scale=cfg.unscored_scale),
+        hint=hint_spec(kind, cfg.hint_fraction),
+        splits=SplitSpec(train=(0, cfg.train_seeds), test=(100_000, cfg.test_seeds)),
+        intro="",
+        evidence={**evidence.as_dict(), "capability_type": kind},
+        provenance={},
+    )
+
+
+def library_generator(evidence: Evidence, kind: str, target_cfg: EnvConfig, cfg: SynthesizeConfig) -> GeneratorSpec:
+    from trace_rl.envs.library import CAPABILITY_TYPES
+    from trace_rl.envs.library.splits import SplitOptions, fresh_train_seeds
+
+    counts = Counter(str(t.metadata.get("family")) for t in evidence.tasks if t.metadata.get("family"))
+    families: dict[str, Any] = {f: n for f, n in counts.items() if f in CAPABILITY_TYPES}
+    source = "evidence tasks"
+    if not families:
+        families = {f: 1 for f, t in CAPABILITY_TYPES.items() if t == kind}
+        source = f"families of capability type {kind}"
+    options = SplitOptions.model_validate(target_cfg.options or {})
+    return GeneratorSpec(
+        kind="library_variants",
+        params={"families": families, "families_from": source},
+        difficulty=cfg.initial_difficulty,
+        seed_base=fresh_train_seeds(1, options=options)[0],
+    )
+
+
+def tau2_generator(evidence: Evidence, cfg: SynthesizeConfig, target: Domain) -> GeneratorSpec | None:
+    from trace_rl.envs.synthetic.tau2_variants import supported_shape
+
+    env = target.make_env()
+    sources = [t.id for t in evidence.tasks if supported_shape(t, env)]
+    if not sources:
+        return None
+    return GeneratorSpec(
+        kind="tau2_variants",
+        params={"sources": sources, "tries": cfg.tau2_tries},
+        difficulty=cfg.initial_difficulty,
+        seed_base=0,
+    )
+
+
+def target_spec(
+    evidence: Evidence,
+    kind: str,
+    target_cfg: EnvConfig,
+    target: Domain,
+    cfg: SynthesizeConfig,
+) -> tuple[EnvSpec | None, str]:
+    """The spec of a from-target environment, or (None, why not)."""
+    family = target_family(target_cfg.name)
+    if family == "library":
+        gen = library_generator(evidence, kind, target_cfg, cfg)
+    elif family == "tau2":
+        gen = tau2_generator(evidence, cfg, target)
+        if gen is None:
+            return None, "no evidence task has a τ² shape the variant generator covers"
+    else:
+        return None, f"target '{target_cfg.name}' has no from-target generator"
+    spec = base_spec(evidence, kind, target_cfg, target, cfg, gen)
+    spec.provenance = {"generator": "target", "kind": gen.kind}
+    return spec, ""
+
+
+__all__ = ["target_family", "target_spec"]

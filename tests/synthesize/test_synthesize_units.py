@@ -1,0 +1,67 @@
+"""Units of the synthesize stage: capability typing, calibration figures and acceptance, the leak index."""
+
+from __future__ import annotations
+
+import pytest
+
+from trace_rl.config import EnvConfig
+from trace_rl.envs.registry import load_domain
+from trace_rl.envs.synthetic.leak_guard import LeakIndex
+from trace_rl.synthesize.calibrate import Rollout, figures, judge, pass_at_k
+from trace_rl.synthesize.config import AcceptanceConfig
+from trace_rl.synthesize.design import HINTS, capability_type
+from trace_rl.synthesize.leak import build_index, check
+from trace_rl.types import Capability, Trajectory
+
+
+def test_capability_type():
+    cap = Capability(name="checking_rules_first", definition="Verifying eligibility preconditions before acting.")
+    assert capability_type(cap)[0] == "precondition_verification"
+    assert capability_type(cap, ["multi_step_completion"] * 2)[0] == "multi_step_completion"
+    odd = Capability(name="being_helpful", definition="Something nobody can classify at all, really.")
+    assert capability_type(odd) == ("tool_calling_precision", "default (no keyword matched)")
+
+
+def test_pass_at_k():
+    assert pass_at_k(4, 0, 1) == 0.0 and pass_at_k(4, 4, 2) == 1.0
+    assert pass_at_k(4, 1, 1) == pytest.approx(0.25) and pass_at_k(4, 1, 2) == pytest.approx(0.5)
+
+
+def _rollouts(table: list[list[tuple[float, bool]]]) -> list[Rollout]:
+    out = []
+    for seed, group in enumerate(table):
+        for k, (reward, success) in enumerate(group):
+            traj = Trajectory(id=f"{seed}/{k}", env="x", split="calibration", task_id=str(seed), trial=k, seed=seed)
+            out.append(Rollout(seed, k, reward, success, traj, "v"))
+    return out
+
+
+def test_figures_and_acceptance():
+    acc = AcceptanceConfig()
+    good = figures(_rollouts([[(1, True), (0.2, False)], [(0.3, False), (1, True)], [(0.1, False), (0.4, False)]]), 2)
+    assert good["informative_groups"] == 1.0 and good["success_rate"] == pytest.approx(2 / 6, abs=1e-4)
+    assert judge(good, acc)[1:] == (True, None)
+    easy = figures(_rollouts([[(1, True), (1, True)], [(1, True), (0.5, False)]]), 2)
+    assert judge(easy, acc)[1:] == (False, "too_easy")
+    hard = figures(_rollouts([[(0, False), (0, False)], [(0.1, False), (0, False)]]), 2)
+    assert judge(hard, acc)[1:] == (False, "too_hard")
+    flat = figures(_rollouts([[(0.4, True), (0.4, True)], [(0.4, False), (0.4, False)]]), 2)
+    checks, ok, direction = judge(flat, acc)
+    assert not ok and direction == "too_easy" and not checks["informative_groups"]["ok"]
+
+
+def test_leak_index_on_the_library_test_split(tmp_path):
+    domain = load_domain("library", EnvConfig(name="library", options={"n_train": 10, "n_test": 10}))
+    index, _ = build_index(domain)
+    test_task = next(t for t in domain.tasks("test") if "email" in t.metadata["user_script"]["facts"])
+    facts = test_task.metadata["user_script"]["facts"]
+    hits = index.check_text(f"Please help {facts['first_name']} {facts['last_name']} today.", "prompt")
+    assert [h.kind for h in hits] == ["name"] and facts["last_name"] not in hits[0].masked
+    assert index.check_task_ids([test_task.id], "evidence")
+    assert not index.check_task_ids([domain.tasks("train")[0].id], "evidence")
+    report = check(index, {"hint": " ".join(HINTS.values())}, domain.tasks("train")[:3])
+    assert report.ok, report.as_dict()
+    index.save(tmp_path)
+    again = LeakIndex.load(tmp_path)
+    assert again.prints == index.prints and again.check_text(facts["email"], "x")
+    assert facts["email"] not in (tmp_path / "leak_index.json").read_text()  # only fingerprints are stored
