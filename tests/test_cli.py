@@ -24,7 +24,7 @@ def test_unknown_stage_is_one_line():
     assert "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("stage", ["serve"])
+@pytest.mark.parametrize("stage", ["demo"])
 def test_stage_not_built_yet_says_so(stage: str, capsys):
     assert main([stage]) == 2
     assert capsys.readouterr().err.strip() == f"error: stage '{stage}' is not implemented yet"

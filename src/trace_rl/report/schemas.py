@@ -1,0 +1,190 @@
+"""The files the report reads from the route and evaluate stages, as pydantic models both sides share.
+
+- `route/accuracy.json` (`RoutingAccuracy`): how well the router picks adapters on held-out tasks — the confusion
+  matrix over the router's option names (capabilities and "base"; rows = truth, columns = prediction), accuracy with a
+  bootstrap interval, how often base wins, the "potential rate" (predicted adapter among those that solve the task),
+  and routed vs oracle-routed pass^1 (TRACE §11.4 fix: the paper reports none of these).
+- `evaluate/comparison.json` (`Comparison`): per arm (base, trace, grpo_target, gepa, single_best,
+  multi_capability, or any other name) pass^1..pass^k with bootstrap intervals over tasks, the paired difference to
+  base with its interval, the rollout budget the arm consumed, plus score-vs-budget points for the paper's Fig. 4.
+
+Producers build these models and save them with `save`; the report loads them with `load`. Unknown keys are errors so a
+drifted producer is caught at once; free-form additions go in `details`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from trace_rl.errors import UserError
+from trace_rl.store import atomic_write_json, read_json
+
+ACCURACY_FILE = "route/accuracy.json"
+COMPARISON_FILE = "evaluate/comparison.json"
+
+KNOWN_ARMS = ("base", "trace", "grpo_target", "gepa", "single_best", "multi_capability")
+ARM_LABELS = {
+    "base": "Base model",
+    "trace": "TRACE (routed adapters)",
+    "grpo_target": "GRPO on target",
+    "gepa": "GEPA (prompt optimisation)",
+    "single_best": "Best single adapter",
+    "multi_capability": "Multi-capability adapter",
+}
+
+
+class Schema(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    def save(self, path: Path) -> Path:
+        atomic_write_json(path, self)
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> Any:
+        try:
+            return cls.model_validate(read_json(path))
+        except ValidationError as exc:
+            raise UserError(f"{path} is not a valid {cls.__name__} file: {str(exc).splitlines()[0]}") from None
+
+
+class Estimate(Schema):
+    """A number with its confidence interval (None bounds: not computed)."""
+
+    value: float | None = Field(description="The point estimate; None when there was nothing to estimate from.")
+    low: float | None = None
+    high: float | None = None
+
+
+class PassKRow(Schema):
+    """pass^k (or a difference of pass^k) for one k, with a bootstrap interval over tasks."""
+
+    k: int = Field(ge=1)
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    tasks: int = Field(0, description="Tasks the mean is over (tasks with ≥ k scored trials; paired tasks for Δ).")
+
+
+# -- route/accuracy.json ---------------------------------------------------------------------------------------------
+
+
+class RoutedTask(Schema):
+    """One held-out task's routing."""
+
+    task_id: str
+    truth: str | None = Field(None, description="The right option (capability or 'base'); None when unknown.")
+    predicted: str
+    scores: dict[str, float] = Field(default_factory=dict, description="label or name -> router score.")
+    solved_by: list[str] | None = Field(
+        None, description="Options (adapters, 'base') that solve the task, if measured."
+    )
+
+
+class RoutingAccuracy(Schema):
+    """`route/accuracy.json`."""
+
+    format: Literal["trace-rl/route-accuracy@1"] = "trace-rl/route-accuracy@1"
+    env: str = Field("", description="Environment the tasks came from.")
+    split: str = Field("", description="Split of the tasks (held out from routing-prompt examples).")
+    truth: str = Field(description="What the true label is, e.g. 'capability environment of the task', 'oracle'.")
+    labels: list[str] = Field(description="Option names in matrix order (capabilities, then 'base').")
+    confusion: list[list[int]] = Field(description="confusion[i][j]: tasks whose truth is labels[i], routed to [j].")
+    accuracy: Estimate
+    n_tasks: int = Field(ge=0)
+    base_rate: float | None = Field(None, description="Share of tasks routed to base.")
+    potential_rate: float | None = Field(None, description="Share whose predicted option is among those that solve it.")
+    routed_pass1: Estimate | None = Field(None, description="pass^1 when following the router.")
+    oracle_pass1: Estimate | None = Field(None, description="pass^1 with the best option per task (an upper bound).")
+    per_task: list[RoutedTask] = Field(default_factory=list)
+    router: dict[str, Any] = Field(default_factory=dict, description="Router identity: base model, prompt, labels.")
+    created_at: float = 0.0
+    details: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _square(self) -> RoutingAccuracy:
+        n = len(self.labels)
+        if len(self.confusion) != n or any(len(row) != n for row in self.confusion):
+            raise ValueError(f"confusion must be {n}x{n} (one row and column per label)")
+        return self
+
+
+# -- evaluate/comparison.json ----------------------------------------------------------------------------------------
+
+
+class ArmResult(Schema):
+    """One arm of the comparison, evaluated on the same held-out tasks and seeds as every other arm."""
+
+    name: str = Field(description=f"Arm id; the paper's are {', '.join(KNOWN_ARMS)}.")
+    label: str = Field("", description="Display name; default from the arm id.")
+    description: str = ""
+    pass_k: list[PassKRow] = Field(description="pass^1..pass^k with 95% bootstrap intervals over tasks.")
+    diff_to_base: list[PassKRow] = Field(
+        default_factory=list, description="Paired difference to base per k (same tasks and seeds), with intervals."
+    )
+    mean_reward: float | None = None
+    episodes: int = 0
+    rollout_budget: int = Field(0, ge=0, description="Rollouts the arm consumed to be built (0 for base).")
+    adapters: list[str] = Field(default_factory=list)
+    details: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def display(self) -> str:
+        return self.label or ARM_LABELS.get(self.name, self.name)
+
+    def at(self, k: int, diff: bool = False) -> PassKRow | None:
+        return next((r for r in (self.diff_to_base if diff else self.pass_k) if r.k == k), None)
+
+
+class BudgetPoint(Schema):
+    """One point of score vs rollout budget (TRACE Fig. 4)."""
+
+    arm: str
+    budget: int = Field(ge=0, description="Rollouts consumed.")
+    value: float
+    low: float | None = None
+    high: float | None = None
+
+
+class Comparison(Schema):
+    """`evaluate/comparison.json`."""
+
+    format: Literal["trace-rl/comparison@1"] = "trace-rl/comparison@1"
+    env: str
+    split: str
+    tasks: int = Field(ge=0)
+    trials: int = Field(ge=1)
+    metric: str = Field("pass^1", description="What budget_curve values are.")
+    level: float = Field(0.95, description="Confidence level of every interval.")
+    bootstrap_samples: int = 1000
+    budget_unit: str = Field("rollouts", description="What a unit of rollout_budget / budget is.")
+    arms: list[ArmResult]
+    budget_curve: list[BudgetPoint] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    created_at: float = 0.0
+    details: dict[str, Any] = Field(default_factory=dict)
+
+    def arm(self, name: str) -> ArmResult | None:
+        return next((a for a in self.arms if a.name == name), None)
+
+    @property
+    def k_max(self) -> int:
+        return max((r.k for a in self.arms for r in a.pass_k), default=1)
+
+
+__all__ = [
+    "ACCURACY_FILE",
+    "ARM_LABELS",
+    "COMPARISON_FILE",
+    "KNOWN_ARMS",
+    "ArmResult",
+    "BudgetPoint",
+    "Comparison",
+    "Estimate",
+    "PassKRow",
+    "RoutedTask",
+    "RoutingAccuracy",
+]

