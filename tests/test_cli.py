@@ -24,10 +24,20 @@ def test_unknown_stage_is_one_line():
     assert "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("stage", ["demo"])
-def test_stage_not_built_yet_says_so(stage: str, capsys):
-    assert main([stage]) == 2
-    assert capsys.readouterr().err.strip() == f"error: stage '{stage}' is not implemented yet"
+def test_demo_without_its_config_says_so(capsys, tmp_path):
+    assert main(["demo", "--config", str(tmp_path / "none.yaml")]) == 2
+    assert capsys.readouterr().err.strip() == f"error: demo config not found: {tmp_path / 'none.yaml'} " + (
+        "(run from the repository root or pass --config)"
+    )
+
+
+def test_run_checks_the_config_before_any_compute(capsys, tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"run: {{name: x, runs_dir: {tmp_path}}}\nstages:\n  train: {{stepz: 3}}\n")
+    assert main(["run", "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: stages.train: stepz") and "\n" not in err
+    assert not (tmp_path / "x").exists()
 
 
 def test_unknown_environment(capsys):

@@ -102,8 +102,20 @@ class RolloutConfig(Section):
     concurrency: int = Field(4, ge=1, description="Episodes in flight.")
     seed: int = Field(300, description="Base seed; trial seeds derive from it (τ²-bench default 300).")
     task_limit: int | None = Field(None, ge=1, description="Use only the first N tasks of the split.")
+    task_ids: list[str] | None = Field(None, description="Run only these task ids (in this order).")
     temperature: float | None = Field(None, description="Override the policy model's temperature.")
     max_tokens: int | None = Field(None, description="Override the policy model's max tokens per turn.")
+    episode_timeout_s: float | None = Field(
+        None, gt=0, description="Wall-clock limit per episode (checked between steps); ends it as TIMEOUT, scored 0."
+    )
+    token_ids: Literal["all", "completion", "none"] = Field(
+        "all",
+        description="Token ids kept on assistant turns: all (prompt + completion, as the backend returned them), "
+        "completion (drop per-turn prompt ids, which grow quadratically with turns), none.",
+    )
+    stop_after_infra: int = Field(
+        32, ge=0, description="Start no new episode after this many infrastructure failures in a row (0 = never)."
+    )
 
 
 class TraceConfig(Section):

@@ -140,3 +140,20 @@ def test_trajectory_round_trips():
     traj = run([call("increment", name="a", by=2), Message(role="assistant", content="3")], ["go", "###STOP###"])
     again = type(traj).model_validate_json(traj.model_dump_json())
     assert again == traj
+
+
+class OverflowClient(ListClient):
+    async def chat(self, messages, tools=None, *, adapter=None, sampling=None) -> ModelResponse:
+        from trace_rl.errors import InfraError
+
+        raise InfraError("context_length", "HTTP 400: maximum context length exceeded")
+
+
+def test_context_overflow_is_an_agent_failure_not_infra():
+    env = make_env()
+    agent = Agent(OverflowClient([]), "sys", env.tool_schemas())
+    traj = asyncio.run(
+        run_episode(env=env, task=TASK, agent=agent, user=ScriptedUser(["hi"]), spec=EpisodeSpec(env="t", split="x"))
+    )
+    assert traj.termination == TerminationReason.AGENT_ERROR and traj.reward == 0.0
+    assert traj.infra_error is None and traj.errors[-1].kind == "protocol"

@@ -147,6 +147,13 @@ def test_unknown_model_404_is_not_retried(server, state) -> None:
     assert len(state.requests) == 1
 
 
+def test_context_overflow_is_its_own_kind_and_not_retried(server, state) -> None:
+    state.default = error(400, "This model's maximum context length is 2048 tokens. However, you requested 4100.")
+    with pytest.raises(InfraError) as info:
+        chat(make_client(server[0], max_retries=3))
+    assert info.value.kind == "context_length" and len(state.requests) == 1
+
+
 def test_timeout(server, state) -> None:
     state.delay_s = 1.5
     client = make_client(server[0], timeout_s=0.2, max_retries=1)

@@ -21,10 +21,15 @@ from trace_rl.models.base import ModelClient, ModelResponse, SamplingParams
 from trace_rl.types import ErrorRecord, Message, Task, TerminationReason, Trajectory
 
 GREETING = "Hi! How can I help you today?"
+CONTEXT_OVERFLOW_KIND = "context_length"  # InfraError kind for a prompt longer than the model's context
 
 
 class Agent:
-    """A tool-using chat agent: system prompt + tools over any model client, optionally on a named adapter."""
+    """A tool-using chat agent: system prompt + tools over any model client, optionally on a named adapter.
+
+    `examples` (few-shot turns, e.g. a domain's worked example) go between the system prompt and the conversation on
+    every call; they are part of the prompt, not of the trajectory.
+    """
 
     def __init__(
         self,
@@ -34,15 +39,17 @@ class Agent:
         *,
         sampling: SamplingParams | None = None,
         adapter: str | None = None,
+        examples: list[Message] | None = None,
     ) -> None:
         self.client = client
         self.system_prompt = system_prompt
         self.tools = tools
         self.sampling = sampling or SamplingParams()
         self.adapter = adapter
+        self.examples = list(examples or [])
 
     async def act(self, history: list[Message], *, seed: int | None = None) -> ModelResponse:
-        messages = [Message(role="system", content=self.system_prompt), *history]
+        messages = [Message(role="system", content=self.system_prompt), *self.examples, *history]
         sampling = self.sampling if seed is None else self.sampling.model_copy(update={"seed": seed})
         return await self.client.chat(messages, self.tools or None, adapter=self.adapter, sampling=sampling)
 
@@ -182,9 +189,13 @@ async def run_episode(
                 if n_errors >= limits.max_errors:
                     termination = TerminationReason.TOO_MANY_ERRORS
     except InfraError as exc:
-        termination = TerminationReason.INFRA_ERROR
-        traj.infra_error = str(exc)
-        traj.errors.append(ErrorRecord(kind="infra", message=str(exc), turn=steps))
+        if exc.kind == CONTEXT_OVERFLOW_KIND:  # deterministic: the conversation outgrew the model, an agent failure
+            termination = TerminationReason.AGENT_ERROR
+            traj.errors.append(ErrorRecord(kind="protocol", message=str(exc), turn=steps))
+        else:
+            termination = TerminationReason.INFRA_ERROR
+            traj.infra_error = str(exc)
+            traj.errors.append(ErrorRecord(kind="infra", message=str(exc), turn=steps))
 
     traj.messages = messages
     traj.termination = termination

@@ -3,9 +3,10 @@
 Built on the official `openai` SDK (`AsyncOpenAI`, its own retries off) with our retry loop: bounded retries with
 exponential backoff and jitter on timeouts, connection errors, 429 and 5xx, each attempt counted and logged; other 4xx
 fail at once. What survives the retries raises `InfraError(kind, message)` with kind `timeout`, `connection`,
-`rate_limit`, `http_5xx` or `http_4xx`. A semaphore bounds the requests in flight. `adapter` becomes the request's
-`model` (vLLM multi-LoRA serves each adapter under its own name). With `return_token_ids`, vLLM's prompt and completion
-token ids (and log-probabilities) fill `Message.sampled`.
+`rate_limit`, `http_5xx`, `http_4xx` or `context_length` (a 400 for a prompt longer than the model's context; the
+orchestrator scores that episode as an agent failure, since retrying cannot help). A semaphore bounds the requests in
+flight. `adapter` becomes the request's `model` (vLLM multi-LoRA serves each adapter under its own name). With
+`return_token_ids`, vLLM's prompt and completion token ids (and log-probabilities) fill `Message.sampled`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import contextlib
 import logging
 import os
 import random
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +72,11 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
         return None
 
 
+CONTEXT_OVERFLOW = re.compile(
+    r"context length|context window|maximum model length|too many tokens|prompt is too long", re.IGNORECASE
+)
+
+
 def _classify(exc: BaseException) -> _AttemptError:
     """Map an SDK exception to our error kinds."""
     if isinstance(exc, openai.APITimeoutError | asyncio.TimeoutError):
@@ -85,6 +92,8 @@ def _classify(exc: BaseException) -> _AttemptError:
             return _AttemptError("http_5xx", msg, _retry_after(exc))
         if exc.status_code == 408:
             return _AttemptError("timeout", msg)
+        if exc.status_code == 400 and CONTEXT_OVERFLOW.search(msg):
+            return _AttemptError("context_length", msg)
         return _AttemptError("http_4xx", msg)
     if isinstance(exc, openai.APIError):  # e.g. a response body that is not a chat completion
         return _AttemptError("http_5xx", f"bad response: {exc}")
