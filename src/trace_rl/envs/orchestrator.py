@@ -54,6 +54,29 @@ class Agent:
         return await self.client.chat(messages, self.tools or None, adapter=self.adapter, sampling=sampling)
 
 
+def domain_agent(
+    domain: Any,
+    client: ModelClient,
+    *,
+    system_prompt: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    sampling: SamplingParams | None = None,
+    adapter: str | None = None,
+) -> Agent:
+    """The agent as its domain defines it: the system prompt, the domain's worked-example turns (if it has any), and
+    tool schemas unless the prompt already lists the tools (`prompt_lists_tools`). Every stage builds agents this way,
+    so rollout, calibration and evaluation all see the same prompt format."""
+    examples = getattr(domain, "example_messages", None)
+    return Agent(
+        client,
+        system_prompt if system_prompt is not None else domain.system_prompt(),
+        [] if getattr(domain, "prompt_lists_tools", False) else (tools or []),
+        sampling=sampling,
+        adapter=adapter,
+        examples=examples() if callable(examples) else None,
+    )
+
+
 @dataclass
 class EpisodeLimits:
     max_steps: int = 50

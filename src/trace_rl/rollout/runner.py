@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from trace_rl.envs.base import Domain, Environment
-from trace_rl.envs.orchestrator import Agent, EpisodeLimits, EpisodeSpec, run_episode
+from trace_rl.envs.orchestrator import EpisodeLimits, EpisodeSpec, domain_agent, run_episode
 from trace_rl.envs.users import LLMUserSimulator, UserSimulator
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient, SamplingParams
@@ -101,7 +101,14 @@ class EpisodeFactory:
             user = self.make_user(job, env)
             if self._tools is None:  # the same for every episode of a domain; generating them costs ~4 ms
                 self._tools = env.tool_schemas()
-            agent = Agent(self.client, self.system_prompt, self._tools, sampling=self.sampling, adapter=self.adapter)
+            agent = domain_agent(
+                self.domain,
+                self.client,
+                system_prompt=self.system_prompt,
+                tools=self._tools,
+                sampling=self.sampling,
+                adapter=self.adapter,
+            )
             traj = await run_episode(
                 env=env, task=job.task, agent=agent, user=user, spec=spec, limits=self.limits, judge=self.judge
             )

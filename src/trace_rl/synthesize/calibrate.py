@@ -18,7 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from trace_rl.envs.orchestrator import Agent, EpisodeLimits, EpisodeSpec, run_episode
+from trace_rl.envs.orchestrator import EpisodeLimits, EpisodeSpec, domain_agent, run_episode
 from trace_rl.envs.synthetic.environment import CapabilityEnvironment
 from trace_rl.models.base import ModelClient, SamplingParams
 from trace_rl.synthesize.config import AcceptanceConfig
@@ -175,7 +175,7 @@ async def collect(
         async with gate:
             task = cap_env.make_task(seed)
             env = cap_env.make_env()
-            agent = Agent(client, prompt, env.tool_schemas(), sampling=sampling)
+            agent = domain_agent(cap_env, client, system_prompt=prompt, tools=env.tool_schemas(), sampling=sampling)
             spec = EpisodeSpec(
                 env=f"synthetic:{cap_env.name}",
                 split="calibration",

@@ -27,7 +27,7 @@ from trace_rl.envs.synthetic.spec import EnvSpec, EnvStatus
 from trace_rl.envs.synthetic.users import TemplateUser
 from trace_rl.envs.users import UserSimulator
 from trace_rl.errors import UserError
-from trace_rl.types import Task, Trajectory
+from trace_rl.types import Message, Task, Trajectory
 
 MAX_DRAWS = 8
 HINT_OPEN = "<expert_guidance>"
@@ -127,6 +127,15 @@ class CapabilityEnvironment:
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         return self.make_env().tool_schemas()
+
+    @property
+    def prompt_lists_tools(self) -> bool:
+        return bool(getattr(self.target, "prompt_lists_tools", False))
+
+    def example_messages(self) -> list[Message]:
+        """The target's worked-example turns, so the agent sees the target's prompt format."""
+        examples = getattr(self.target, "example_messages", None)
+        return examples() if callable(examples) else []
 
     def system_prompt(self, hinted: bool = False) -> str:
         """The target's system prompt (plus the spec's intro); `hinted` appends the marked hint block."""

@@ -1,0 +1,65 @@
+"""The agent's prompt is part of the domain: versioned, short, with the tool list, the policy and one worked example."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from trace_rl.envs.library import PROMPT_VERSION, LibraryDomain, system_prompt
+from trace_rl.envs.library.prompt import example_messages, policy_text, prompt_sha, worked_example_text
+from trace_rl.envs.library.tools import LibraryTools
+from trace_rl.models.base import ModelResponse
+from trace_rl.models.toolcall_parse import parse_completion
+from trace_rl.types import Message
+
+
+def test_prompt_is_versioned_and_recorded(domain: LibraryDomain):
+    assert domain.prompt_version == PROMPT_VERSION and PROMPT_VERSION.startswith("library-agent-")
+    assert domain.system_prompt() == system_prompt()
+    assert domain.prompt_record() == {"prompt_version": PROMPT_VERSION, "prompt_sha": prompt_sha()}
+
+
+def test_prompt_lists_every_tool_and_the_policy_and_stays_short():
+    prompt = system_prompt()
+    for name in LibraryTools.tool_methods():
+        assert f"- {name}(" in prompt
+    for line in policy_text().splitlines():
+        if line and not line.startswith("#"):
+            assert line in prompt
+    assert "2025-03-14" in prompt
+    assert len(prompt) < 4000  # roughly 900 tokens: the default model has an 8k context
+
+
+def test_worked_example_turns_are_a_real_exchange():
+    user, call, result, answer = example_messages()
+    assert (user.role, call.role, result.role, answer.role) == ("user", "assistant", "tool", "assistant")
+    assert call.tool_calls[0].name in LibraryTools.tool_methods() and result.tool_call_id == call.tool_calls[0].id
+    assert json.loads(result.content)[0]["author"] in answer.content
+    message = parse_completion(worked_example_text().splitlines()[1].removeprefix("agent: "))
+    assert message.tool_calls and message.tool_calls[0].arguments == call.tool_calls[0].arguments
+    assert example_messages()[1] is not call  # fresh copies: callers may mutate them
+
+
+class Recorder:
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.seen = []
+
+    async def chat(self, messages, tools=None, *, adapter=None, sampling=None) -> ModelResponse:
+        self.seen.append((messages, tools))
+        return ModelResponse(message=Message(role="assistant", content="Hello"))
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_make_agent_sends_system_prompt_then_example_then_conversation(domain: LibraryDomain):
+    client = Recorder()
+    agent = domain.make_agent(client)
+    history = [Message(role="assistant", content="Hi!"), Message(role="user", content="Who wrote X?")]
+    asyncio.run(agent.act(history))
+    messages, tools = client.seen[0]
+    assert messages[0].role == "system" and messages[0].content == system_prompt()
+    assert messages[1:5] == example_messages() and messages[5:] == history
+    assert tools is None  # the prompt lists the tools
