@@ -5,7 +5,6 @@ User errors (bad config, unknown model, environment, split or stage) print one l
 
 from __future__ import annotations
 
-import importlib
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from trace_rl.config import EnvConfig, TraceConfig, load_config
-from trace_rl.errors import NotImplementedStage, UserError
+from trace_rl.errors import UserError
 
 app = typer.Typer(
     add_completion=False,
@@ -28,16 +27,6 @@ ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML con
 RunOpt = Annotated[Path | None, typer.Option("--run", help="Run directory, e.g. runs/demo.")]
 DataDirOpt = Annotated[Path | None, typer.Option("--data-dir", help="τ² data directory (or TRACE_TAU2_DATA).")]
 TaskSetOpt = Annotated[str | None, typer.Option("--task-set", help="τ² task file: head or v0.2.")]
-
-
-def _stage(module: str, stage: str) -> Any:
-    """Import `trace_rl.<module>`; a stage that has not landed yet is a one-line error."""
-    try:
-        return importlib.import_module(f"trace_rl.{module}")
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith(f"trace_rl.{module.split('.')[0]}"):
-            raise NotImplementedStage(stage) from None
-        raise
 
 
 def _config(config: Path | None, overrides: dict[str, Any]) -> TraceConfig:
@@ -241,28 +230,6 @@ def view(
         raise typer.Exit(1)
 
 
-def _not_yet(stage: str) -> None:
-    raise NotImplementedStage(stage)
-
-
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def train(ctx: typer.Context) -> None:
-    """Train one LoRA adapter per capability with multi-turn GRPO (stage 3)."""
-    _not_yet("train")
-
-
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def route(ctx: typer.Context) -> None:
-    """Build the label-logit router and measure its accuracy (stage 4)."""
-    _not_yet("route")
-
-
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def evaluate(ctx: typer.Context) -> None:
-    """Compare base, TRACE and the paper's baselines on held-out tasks."""
-    _not_yet("evaluate")
-
-
 StageOpt = Annotated[
     list[str] | None, typer.Option("--stage", help="Run only these stages (repeatable); default: all, in order.")
 ]
@@ -302,11 +269,17 @@ def demo(
 def _register_stage_commands() -> None:
     """Stage commands live beside their stage; registering them here keeps this module thin."""
     from trace_rl.diagnose.command import diagnose_command
+    from trace_rl.evaluate.command import evaluate_command
+    from trace_rl.route.command import route_command
     from trace_rl.serve.command import serve_command
     from trace_rl.synthesize.command import synthesize_command
+    from trace_rl.train.command import train_command
 
     app.command("diagnose")(diagnose_command)
     app.command("synthesize")(synthesize_command)
+    app.command("train")(train_command)
+    app.command("route")(route_command)
+    app.command("evaluate")(evaluate_command)
     app.command("serve")(serve_command)
 
 

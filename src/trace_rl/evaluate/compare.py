@@ -1,0 +1,167 @@
+"""pass^k per arm with bootstrap intervals over tasks, and paired differences to the base (TRACE §11.2 fix).
+
+Every arm runs the same (task, trial) episodes with the same trial seeds, so arm and base are compared task by task:
+for each k the per-task estimate is C(c, k)/C(n, k) (τ²-bench pass^k, `rollout.metrics`), the difference per task is
+`arm − base` over the tasks both have ≥ k scored trials, and its interval is a percentile bootstrap that resamples
+those tasks (the same resampled tasks for both arms). Unpaired intervals would add the task-to-task spread twice.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trace_rl.report.schemas import ARM_LABELS, ArmResult, PassKRow
+from trace_rl.rollout.metrics import GroupSummary, _quantile, pass_hat_k, summarize
+
+
+@dataclass
+class PairedDiff:
+    """Mean of per-task differences `a − b` with a paired percentile-bootstrap interval."""
+
+    value: float
+    low: float
+    high: float
+    tasks: int
+
+
+def paired_bootstrap(
+    a: Sequence[float], b: Sequence[float], *, samples: int = 1000, seed: int = 0, level: float = 0.95
+) -> PairedDiff:
+    """`a[i]` and `b[i]` belong to task i; tasks are resampled with replacement, both arms together."""
+    if len(a) != len(b):
+        raise ValueError(f"paired samples need equal lengths, got {len(a)} and {len(b)}")
+    n = len(a)
+    if n == 0:
+        return PairedDiff(math.nan, math.nan, math.nan, 0)
+    diffs = [x - y for x, y in zip(a, b, strict=True)]
+    mean = sum(diffs) / n
+    if n == 1 or samples <= 0:
+        return PairedDiff(mean, mean, mean, n)
+    rng = random.Random(seed)
+    means = sorted(sum(diffs[i] for i in rng.choices(range(n), k=n)) / n for _ in range(samples))
+    alpha = (1.0 - level) / 2
+    return PairedDiff(mean, _quantile(means, alpha), _quantile(means, 1.0 - alpha), n)
+
+
+def per_task_pass_k(group: GroupSummary, k: int) -> dict[str, float]:
+    """task id -> pass^k estimate, for tasks with at least k scored trials."""
+    return {o.task_id: pass_hat_k(o.scored, o.successes, k) for o in group.outcomes if o.scored >= k}
+
+
+def _num(x: float) -> float | None:
+    return None if x is None or math.isnan(x) else round(x, 6)
+
+
+def diff_rows(
+    arm: GroupSummary, base: GroupSummary, k_max: int, *, samples: int, seed: int, level: float
+) -> list[PassKRow]:
+    """Paired pass^k differences arm − base for k = 1..k_max."""
+    rows = []
+    for k in range(1, k_max + 1):
+        mine, theirs = per_task_pass_k(arm, k), per_task_pass_k(base, k)
+        common = [t for t in mine if t in theirs]
+        d = paired_bootstrap([mine[t] for t in common], [theirs[t] for t in common], samples=samples, seed=seed,
+                             level=level)  # fmt: skip
+        rows.append(PassKRow(k=k, value=_num(d.value), low=_num(d.low), high=_num(d.high), tasks=d.tasks))
+    return rows
+
+
+def summarize_records(
+    latest: dict[str, dict[str, Any]],
+    env: str,
+    split: str,
+    task_ids: list[str],
+    trials: int,
+    *,
+    samples: int,
+    seed: int,
+    level: float,
+) -> GroupSummary:
+    """pass^k (k ≤ trials) over the planned (task, trial) pairs of one arm's store; unplanned records are ignored."""
+    plan = {f"{env}/{split}": {"env": env, "split": split, "task_ids": task_ids, "trials": trials}}
+    groups = summarize(latest, plan, k_max=trials, samples=samples, seed=seed, level=level)
+    return next(g for g in groups if g.env == env and g.split == split)
+
+
+def arm_result(
+    name: str,
+    group: GroupSummary,
+    base: GroupSummary | None,
+    *,
+    samples: int,
+    seed: int,
+    level: float,
+    budget: int = 0,
+    adapters: list[str] | None = None,
+    description: str = "",
+    details: dict[str, Any] | None = None,
+) -> ArmResult:
+    """An arm's row of `evaluate/comparison.json`."""
+    pass_k = [PassKRow(k=p.k, value=_num(p.value), low=_num(p.low), high=_num(p.high), tasks=p.tasks)
+              for p in group.pass_k]  # fmt: skip
+    diffs = [] if base is None or name == "base" else diff_rows(group, base, group.trials, samples=samples, seed=seed,
+                                                                 level=level)  # fmt: skip
+    info = {
+        "episodes": {"expected": group.expected, "scored": group.scored, "infra": group.infra,
+                     "missing": group.missing},
+        "success_rate": _num(group.success_rate),
+        "terminations": dict(group.terminations),
+        "tokens": {"prompt": group.prompt_tokens, "completion": group.completion_tokens, "calls": group.model_calls},
+        **(details or {}),
+    }  # fmt: skip
+    return ArmResult(
+        name=name,
+        label=ARM_LABELS.get(name, name),
+        description=description,
+        pass_k=pass_k,
+        diff_to_base=diffs,
+        mean_reward=_num(group.mean_reward),
+        episodes=group.scored,
+        rollout_budget=max(0, int(budget)),
+        adapters=list(adapters or []),
+        details=info,
+    )
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}"
+
+
+def _interval(row: PassKRow | None, signed: bool = False) -> str:
+    if row is None or row.value is None:
+        return "—"
+    sign = "+" if signed and row.value >= 0 else ""
+    if row.low is None or row.high is None:
+        return f"{sign}{_pct(row.value)}"
+    return f"{sign}{_pct(row.value)} [{_pct(row.low)}, {_pct(row.high)}]"
+
+
+def markdown_table(arms: list[ArmResult], k_max: int, skipped: dict[str, str] | None = None) -> str:
+    """The comparison as a Markdown table: pass^k (%) with 95% intervals, Δ vs base (paired), budget."""
+    ks = list(range(1, k_max + 1))
+    head = ["Arm", *[f"pass^{k} % [95% CI]" for k in ks], "Δ pass^1 vs base (paired)", "Training rollouts"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for arm in arms:
+        cells = [arm.display, *[_interval(arm.at(k)) for k in ks]]
+        cells.append("—" if arm.name == "base" else _interval(arm.at(1, diff=True), signed=True))
+        cells.append(str(arm.rollout_budget))
+        lines.append("| " + " | ".join(cells) + " |")
+    for name, reason in (skipped or {}).items():
+        cells = [ARM_LABELS.get(name, name), *["skipped" for _ in ks], reason, "—"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "PairedDiff",
+    "arm_result",
+    "diff_rows",
+    "markdown_table",
+    "paired_bootstrap",
+    "per_task_pass_k",
+    "summarize_records",
+]

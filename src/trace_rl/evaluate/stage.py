@@ -1,0 +1,247 @@
+"""Stage 5 over a run directory: every selected arm on the target's held-out split, then the comparison.
+
+    evaluate/arms/<arm>.jsonl      each arm's trajectories (same tasks, trials and trial seeds for every arm)
+    evaluate/curve/*.jsonl         score-vs-budget points (TRACE capability prefixes, GRPO checkpoints, GEPA candidates)
+    evaluate/plans.json            who played into each file (a rerun with other settings is refused, not mixed)
+    evaluate/arms.json             what each arm consumed and why an arm was skipped (kept across invocations)
+    evaluate/comparison.json       pass^k with 95% intervals, paired differences to base, budgets, the curve
+    evaluate/budget.json           the budget accounting
+    evaluate/summary.md            the comparison table, for a README
+
+Resumable at every level: a killed evaluate reruns only the missing episodes of each arm (and resumes baseline
+training from its checkpoints, GEPA from its stored episodes). `--arms` selects arms; arms evaluated by earlier
+invocations stay in the comparison.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from trace_rl.config import TraceConfig
+from trace_rl.envs.orchestrator import EpisodeLimits
+from trace_rl.envs.registry import load_domain
+from trace_rl.errors import UserError
+from trace_rl.evaluate.arms import ARM_FUNCTIONS, ArmOutput, CurvePoint
+from trace_rl.evaluate.budget import Ledger, run_adapter_budget
+from trace_rl.evaluate.compare import arm_result, markdown_table, summarize_records
+from trace_rl.evaluate.config import ARMS, EvaluateConfig
+from trace_rl.evaluate.episodes import STAGE, ArmSkipped, EvalContext, check_tasks
+from trace_rl.models.base import ModelClient
+from trace_rl.report.schemas import COMPARISON_FILE, BudgetPoint, Comparison
+from trace_rl.rollout.metrics import GroupSummary
+from trace_rl.route.router import Router
+from trace_rl.route.spec import run_adapters
+from trace_rl.route.stage import model_label, policy_model, policy_sampling
+from trace_rl.store import RunDir, atomic_write_json, atomic_write_text, read_json
+
+INDEX = f"{STAGE}/arms.json"
+
+
+def build_context(
+    run: RunDir,
+    cfg: TraceConfig,
+    ecfg: EvaluateConfig,
+    *,
+    clients: dict[str, ModelClient] | None = None,
+    router: Router | Callable[[Any], Router] | None = None,
+    backend: Any = None,
+    reflection_lm: Callable[[Any], str] | None = None,
+    echo: Callable[[str], None] = lambda _: None,
+) -> EvalContext:
+    """Check the request and build what every arm shares (nothing is written)."""
+    from trace_rl.rollout.command import add_model_spec
+
+    domain = load_domain(cfg.env.name, cfg.env)
+    tasks = check_tasks(domain, cfg.env.name, ecfg.split, ecfg.task_limit)
+    clients = dict(clients or {})
+    name, model_cfg, warnings = policy_model(cfg, run, ecfg.policy)
+    for w in warnings:
+        echo(f"warning: {w}")
+    user_name = ecfg.user if ecfg.user is not None else cfg.rollout.user
+    if user_name == "scripted":
+        unscripted = [t.id for t in tasks if domain.scripted_user(t) is None]
+        if unscripted:
+            raise UserError(f"{cfg.env.name}/{ecfg.split}: {len(unscripted)} tasks have no scripted user; "
+                            "set evaluate's user to an LLM user model")  # fmt: skip
+        user_client, user_label = None, "scripted"
+    else:
+        if user_name not in clients:
+            user_name = add_model_spec(cfg, user_name)
+        if user_name not in clients:
+            from trace_rl.models.resolve import build_client
+
+            clients[user_name] = build_client(cfg.model(user_name), name=user_name)
+        user_client = clients[user_name]
+        user_cfg = cfg.models.get(user_name)
+        user_label = (user_cfg.model if user_cfg else "") or user_name
+    if name not in clients:
+        from trace_rl.models.resolve import build_client
+
+        clients[name] = build_client(model_cfg, name=name)
+    total, source = ecfg.budget, "--budget"
+    if total is None:
+        budgets = [run_adapter_budget(run, n) for n in run_adapters(run)]
+        total = sum(b.rollouts for b in budgets) or None
+        source = "sum over capability adapters: " + ", ".join(f"{b.name}={b.rollouts} ({b.source})" for b in budgets)
+    factory = router if router is None or not hasattr(router, "route") else (lambda _spec, _r=router: _r)
+    return EvalContext(
+        run=run, cfg=cfg, ecfg=ecfg, domain=domain, env_name=cfg.env.name, tasks=tasks, client=clients[name],
+        policy_name=name, policy_cfg=model_cfg, model_label=model_label(name, model_cfg),
+        sampling=policy_sampling(cfg, model_cfg, temperature=ecfg.temperature, max_tokens=ecfg.max_tokens),
+        limits=EpisodeLimits(max_steps=cfg.env.max_steps, max_errors=cfg.env.max_errors,
+                             timeout_s=cfg.rollout.episode_timeout_s),
+        user_client=user_client, user_label=user_label, clients=clients, router_factory=factory, backend=backend,
+        reflection_lm=reflection_lm, total_budget=total, budget_source=source, echo=echo,
+    )  # fmt: skip
+
+
+def _load_index(run: RunDir) -> dict[str, Any]:
+    path = run.root / INDEX
+    return read_json(path) if path.exists() else {"arms": {}, "skipped": {}}
+
+
+def _save_output(run: RunDir, out: ArmOutput) -> None:
+    index = _load_index(run)
+    index["arms"][out.name] = dataclasses.asdict(out)
+    index["skipped"].pop(out.name, None)
+    atomic_write_json(run.root / INDEX, index)
+
+
+def _save_skip(run: RunDir, arm: str, reason: str) -> None:
+    index = _load_index(run)
+    index["arms"].pop(arm, None)
+    index["skipped"][arm] = reason
+    atomic_write_json(run.root / INDEX, index)
+
+
+def _group(ctx: EvalContext, relpath: str, trials: int, split: str | None = None) -> GroupSummary:
+    e = ctx.ecfg
+    return summarize_records(ctx.store(relpath).latest(), ctx.env_name, split or ctx.split, [t.id for t in ctx.tasks],
+                             trials, samples=e.samples, seed=e.bootstrap_seed, level=e.level)  # fmt: skip
+
+
+def _point(ctx: EvalContext, point: CurvePoint) -> BudgetPoint | None:
+    group = _group(ctx, point.relpath, point.trials)
+    first = group.pass_k[0] if group.pass_k else None
+    if first is None or first.value != first.value:  # NaN: nothing scored yet
+        return None
+    return BudgetPoint(arm=point.arm, budget=point.budget, value=first.value, low=first.low, high=first.high)
+
+
+def compile_comparison(ctx: EvalContext, *, command: str | None = None) -> tuple[Comparison, dict[str, str]]:
+    """`evaluate/comparison.json` from every arm evaluated so far (this invocation or earlier ones)."""
+    e = ctx.ecfg
+    index = _load_index(ctx.run)
+    outputs = {n: ArmOutput(**{**o, "curve": [CurvePoint(**c) for c in o.get("curve", [])]})
+               for n, o in index["arms"].items()}  # fmt: skip
+    skipped: dict[str, str] = dict(index["skipped"])
+    base_out = outputs.get("base")
+    base = _group(ctx, base_out.relpath, e.trials) if base_out else None
+    arms = []
+    for name in [a for a in ARMS if a in outputs]:
+        out = outputs[name]
+        group = base if name == "base" else _group(ctx, out.relpath, e.trials)
+        arms.append(arm_result(name, group, base, samples=e.samples, seed=e.bootstrap_seed, level=e.level,  # type: ignore[arg-type]
+                               budget=out.budget, adapters=out.adapters, description=out.description,
+                               details=out.details))  # fmt: skip
+    curve: list[BudgetPoint] = []
+    for name in ("trace", "grpo_target", "gepa"):
+        out = outputs.get(name)
+        if out is None:
+            continue
+        if base is not None and base.pass_k:
+            b = base.pass_k[0]
+            curve.append(BudgetPoint(arm=name, budget=0, value=b.value, low=b.low, high=b.high))
+        curve.extend(p for p in (_point(ctx, c) for c in out.curve) if p is not None)
+        whole = _point(ctx, CurvePoint(name, out.budget, out.relpath, e.trials))
+        if whole is not None:
+            curve.append(whole)
+    ledger = Ledger(trace_total=ctx.total_budget, trace_source=ctx.budget_source)
+    for n, o in outputs.items():
+        ledger.arms[n] = {"rollouts": o.budget, **({"budget": o.details["budget"]} if "budget" in o.details else {})}
+    if "trace" in outputs:
+        ledger.adapters = outputs["trace"].details.get("adapter_budgets", {})
+    notes = [
+        f"{len(ctx.tasks)} {ctx.env_name}/{ctx.split} tasks × {e.trials} trials per arm, the same trial seeds for "
+        "every arm; differences to base are paired over tasks (percentile bootstrap, "
+        f"{e.samples} resamples, level {e.level}).",
+        "Budget: one rollout = one episode. " + " · ".join(ledger.rules[1:5]) + ".",
+        "The score-vs-budget curve plots pass^1 (each point its own evaluation with "
+        f"{e.curve.trials} trial(s) per task; the arm's own point uses {e.trials}).",
+    ]
+    notes += [f"{a} skipped: {why}" for a, why in skipped.items()]
+    comparison = Comparison(
+        env=ctx.env_name, split=ctx.split, tasks=len(ctx.tasks), trials=e.trials, level=e.level,
+        bootstrap_samples=e.samples, arms=arms, budget_curve=sorted(curve, key=lambda p: (p.arm, p.budget)),
+        notes=notes, created_at=time.time(),
+        details={"skipped": skipped, "budget": ledger.as_dict(), "identity": ctx.identity(), "command": command,
+                 "user": ctx.user_label, "policy": ctx.model_label},
+    )  # fmt: skip
+    return comparison, skipped
+
+
+def write_outputs(ctx: EvalContext, comparison: Comparison, skipped: dict[str, str]) -> str:
+    comparison.save(ctx.run.root / COMPARISON_FILE)
+    atomic_write_json(ctx.path("budget.json"), comparison.details["budget"])
+    table = markdown_table(comparison.arms, comparison.k_max, skipped)
+    lines = [f"# {ctx.env_name}/{ctx.split}: {comparison.tasks} tasks × {comparison.trials} trials", "", table, ""]
+    if comparison.budget_curve:
+        lines += ["Score vs training rollouts (pass^1 %):", ""]
+        lines += [f"- {p.arm} @ {p.budget}: {100 * p.value:.1f}" for p in comparison.budget_curve]
+        lines.append("")
+    lines += [f"- {n}" for n in comparison.notes]
+    text = "\n".join(lines) + "\n"
+    atomic_write_text(ctx.path("summary.md"), text)
+    return table
+
+
+def run_evaluate(
+    run: RunDir | Path,
+    cfg: TraceConfig,
+    ecfg: EvaluateConfig,
+    *,
+    clients: dict[str, ModelClient] | None = None,
+    router: Router | Callable[[Any], Router] | None = None,
+    backend: Any = None,
+    reflection_lm: Callable[[Any], str] | None = None,
+    command: str | None = None,
+    echo: Callable[[str], None] = lambda _: None,
+) -> Comparison:
+    """Run the selected arms (resuming each), then write the comparison of every arm evaluated so far.
+
+    Injection points for tests: `clients` (name -> client), `router` (a Router, or a factory from a RouterSpec),
+    `backend` (a TrainerBackend for the baselines), `reflection_lm` (GEPA's reflection callable)."""
+    run = run if isinstance(run, RunDir) else RunDir(Path(run))
+    if not run.exists():
+        raise UserError(f"{run.root} is not a trace-rl run (no manifest.json)")
+    ctx = build_context(run, cfg, ecfg, clients=clients, router=router, backend=backend, reflection_lm=reflection_lm,
+                        echo=echo)  # fmt: skip
+    run.ensure(command=command)
+    try:
+        with run.stage(STAGE, {**ecfg.model_dump(mode="json"), "policy": ctx.model_label}) as record:
+            for arm in ecfg.arms:
+                echo(f"== arm {arm}")
+                try:
+                    out = ARM_FUNCTIONS[arm](ctx)
+                except ArmSkipped as exc:
+                    echo(f"{arm}: skipped ({exc})")
+                    _save_skip(run, arm, str(exc))
+                    continue
+                _save_output(run, out)
+            comparison, skipped = compile_comparison(ctx, command=command)
+            write_outputs(ctx, comparison, skipped)
+            record.summary = {
+                "arms": {a.name: a.at(1).value if a.at(1) else None for a in comparison.arms},
+                "skipped": skipped,
+                "budget": ctx.total_budget,
+            }
+    finally:
+        ctx.close()
+    return comparison
+
+
+__all__ = ["build_context", "compile_comparison", "run_evaluate", "write_outputs"]

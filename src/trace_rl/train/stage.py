@@ -1,0 +1,123 @@
+"""Stage 3 over a run directory: train one adapter per calibrated capability environment, resumably.
+
+Inputs: `runs/<name>/envs/<capability>/` folders whose `status.json` says `ready` (passed calibration; the others,
+`needs_attention` or unfinished, are listed and skipped), or environments given directly (`--env library:<family>`,
+the stand-in until synthesized environments exist). Outputs per capability:
+
+    runs/<name>/adapters/<capability>/   adapter_model.safetensors, adapter_config.json (PEFT), train_config.json,
+                                         metrics.jsonl, eval_before.json, eval_after.json, eval.png,
+                                         training.png, done.json
+    runs/<name>/train/<capability>/      checkpoints/ (TRL/Trainer, for resume), trajectories.jsonl,
+                                         eval_before.jsonl, eval_after.jsonl
+
+A finished adapter (weights + done.json) is skipped; an unfinished one resumes from its newest checkpoint, so a killed
+`trace-rl train` simply runs again. `mix=True` trains the paper's multi-capability baseline instead: one adapter named
+`multi` on a uniform mix of the environments, with the same backend.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from trace_rl.errors import UserError
+from trace_rl.store import RunDir
+from trace_rl.train.config import TrainConfig
+from trace_rl.train.envs import MixTrainEnv, env_from_spec, load_synthesized_env, run_envs
+from trace_rl.train.protocol import AdapterResult, TrainEnv, TrainerBackend
+from trace_rl.train.trl_backend import TRLBackend, is_done
+
+MIX_NAME = "multi"
+
+
+def make_backend(name: str) -> TrainerBackend:
+    if name == "trl":
+        return TRLBackend()
+    raise UserError(f"unknown training backend '{name}' (trl)")
+
+
+def select_envs(
+    run: RunDir,
+    *,
+    envs: Mapping[str, TrainEnv] | None = None,
+    env_spec: str | None = None,
+    capability: str | None = None,
+) -> tuple[dict[str, TrainEnv], list[tuple[str, str]]]:
+    """The environments to train (name → env) and the run's environments skipped with their status."""
+    skipped: list[tuple[str, str]] = []
+    if envs is not None:
+        chosen = dict(envs)
+    elif env_spec is not None:
+        env = env_from_spec(env_spec)
+        chosen = {env.name: env}
+    else:
+        ready, not_ready = run_envs(run.root)
+        skipped = [(folder.name, status) for folder, status in not_ready]
+        names = [f.name for f in ready]
+        if capability is not None and capability not in names:
+            known = ", ".join(names) or "none passed calibration"
+            raise UserError(f"capability '{capability}' has no calibrated environment in {run.root}/envs ({known})")
+        chosen = {f.name: load_synthesized_env(f) for f in ready if capability in (None, f.name)}
+    if capability is not None:
+        if capability not in chosen:
+            raise UserError(f"unknown capability '{capability}' (available: {', '.join(chosen) or 'none'})")
+        chosen = {capability: chosen[capability]}
+    return chosen, skipped
+
+
+def run_train(
+    run: RunDir | Path,
+    cfg: TrainConfig,
+    *,
+    capability: str | None = None,
+    envs: Mapping[str, TrainEnv] | None = None,
+    env_spec: str | None = None,
+    mix: bool = False,
+    backend: TrainerBackend | None = None,
+    command: str | None = None,
+) -> list[AdapterResult]:
+    """Train every selected environment (or their mix) that has no finished adapter yet."""
+    run = run if isinstance(run, RunDir) else RunDir(Path(run))
+    main = int(os.environ.get("RANK", "0")) == 0
+    if main:
+        run.ensure(command=command)
+    chosen, skipped = select_envs(run, envs=envs, env_spec=env_spec, capability=capability)
+    if not chosen:
+        reasons = ", ".join(f"{n}: {s}" for n, s in skipped) or "no envs/ folder"
+        raise UserError(f"{run.root}: no capability environment passed calibration ({reasons})")
+    if mix:
+        chosen = {MIX_NAME: MixTrainEnv(MIX_NAME, list(chosen.values()))}
+    backend = backend or make_backend(cfg.backend)
+    results: list[AdapterResult] = []
+
+    def train_all() -> dict[str, object]:
+        for name, env in chosen.items():
+            adapter_dir = run.root / "adapters" / name
+            if is_done(adapter_dir):
+                results.append(AdapterResult(capability=name, adapter_dir=adapter_dir, skipped=True))
+                continue
+            results.append(backend.train(env, cfg, adapter_dir=adapter_dir, work_dir=run.root / "train" / name))
+        return {
+            "trained": [r.capability for r in results if not r.skipped],
+            "skipped_done": [r.capability for r in results if r.skipped],
+            "skipped_not_ready": [f"{n} ({s})" for n, s in skipped],
+            "adapters": {
+                r.capability: {"steps": r.steps, "eval_before": _head(r.eval_before), "eval_after": _head(r.eval_after)}
+                for r in results
+                if not r.skipped
+            },
+        }
+
+    if main:
+        with run.stage("train", config=cfg.model_dump(mode="json")) as record:
+            record.summary = train_all()
+    else:
+        train_all()
+    return results
+
+
+def _head(summary: dict | None) -> dict | None:
+    if not summary:
+        return None
+    return {"mean_reward": summary.get("mean_reward"), "success_rate": summary.get("success_rate")}

@@ -1,0 +1,74 @@
+"""Paired differences to base and pass^k rows, against values computed by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from trace_rl.evaluate.compare import arm_result, markdown_table, paired_bootstrap, summarize_records
+
+
+def test_paired_bootstrap_constant_difference_is_exact() -> None:
+    d = paired_bootstrap([0.1, 0.6, 1.0, 0.3], [0.0, 0.5, 0.9, 0.2], samples=500)
+    assert d.tasks == 4
+    assert d.value == pytest.approx(0.1) and d.low == pytest.approx(0.1) and d.high == pytest.approx(0.1)
+
+
+def test_paired_bootstrap_two_tasks_spans_the_extremes() -> None:
+    # per-task differences 0 and 1: a resample's mean is 0, 0.5 or 1 with probability 1/4, 1/2, 1/4, so with many
+    # resamples the 2.5% and 97.5% percentiles are exactly 0 and 1, and the mean is 0.5
+    d = paired_bootstrap([1.0, 1.0], [1.0, 0.0], samples=4000, seed=3)
+    assert (d.value, d.low, d.high, d.tasks) == (0.5, 0.0, 1.0, 2)
+
+
+def test_paired_bootstrap_edge_cases() -> None:
+    assert math.isnan(paired_bootstrap([], []).value)
+    one = paired_bootstrap([0.75], [0.25])
+    assert (one.value, one.low, one.high) == (0.5, 0.5, 0.5)
+    with pytest.raises(ValueError):
+        paired_bootstrap([1.0], [1.0, 0.0])
+
+
+def _records(arm: str, successes: dict[str, list[bool]]) -> dict[str, dict]:
+    out = {}
+    for task, results in successes.items():
+        for trial, ok in enumerate(results):
+            key = f"toy/test/{task}/{trial}"
+            out[key] = {"id": key, "env": "toy", "split": "test", "task_id": task, "trial": trial,
+                        "reward": float(ok), "success": ok, "infra_error": None, "termination": "user_stop",
+                        "model": arm}  # fmt: skip
+    return out
+
+
+def test_pass_k_and_paired_difference_by_hand() -> None:
+    # base: t1 2/3, t2 0/3; arm: t1 3/3, t2 1/3
+    # pass^1: base (2/3 + 0)/2 = 1/3, arm (1 + 1/3)/2 = 2/3, Δ = 1/3
+    # pass^2: base (C(2,2)/C(3,2) + 0)/2 = 1/6, arm (1 + 0)/2 = 1/2, Δ = 1/3
+    # pass^3: base 0, arm 1/2, Δ = 1/2
+    base = summarize_records(_records("b", {"t1": [True, True, False], "t2": [False] * 3}), "toy", "test",
+                             ["t1", "t2"], 3, samples=200, seed=0, level=0.95)  # fmt: skip
+    arm = summarize_records(_records("a", {"t1": [True] * 3, "t2": [False, True, False]}), "toy", "test",
+                            ["t1", "t2"], 3, samples=200, seed=0, level=0.95)  # fmt: skip
+    result = arm_result("trace", arm, base, samples=200, seed=0, level=0.95, budget=40, adapters=["x"])
+    assert [round(r.value, 6) for r in result.pass_k] == [round(2 / 3, 6), 0.5, 0.5]
+    assert [round(r.value, 6) for r in result.diff_to_base] == [round(1 / 3, 6), round(1 / 3, 6), 0.5]
+    assert all(r.tasks == 2 for r in result.diff_to_base)
+    # two tasks with Δpass^1 = 1/3 and 1/3: every resample gives 1/3
+    first = result.at(1, diff=True)
+    assert first.low == pytest.approx(1 / 3) and first.high == pytest.approx(1 / 3)
+    assert result.rollout_budget == 40 and result.episodes == 6
+    base_row = arm_result("base", base, base, samples=200, seed=0, level=0.95)
+    assert base_row.diff_to_base == [] and base_row.at(1).value == pytest.approx(1 / 3)
+    table = markdown_table([base_row, result], 3, {"gepa": "no reflection model"})
+    assert "| TRACE (routed adapters) | 66.7 [" in table and "+33.3 [33.3, 33.3]" in table
+    assert "| GEPA (prompt optimisation) | skipped | skipped | skipped | no reflection model | — |" in table
+
+
+def test_missing_and_infra_episodes_are_counted_not_scored() -> None:
+    records = _records("b", {"t1": [True, False], "t2": [True]})
+    records["toy/test/t2/1"] = {**records["toy/test/t2/0"], "id": "toy/test/t2/1", "trial": 1, "success": None,
+                                "infra_error": "timeout: slow"}  # fmt: skip
+    group = summarize_records(records, "toy", "test", ["t1", "t2", "t3"], 2, samples=50, seed=0, level=0.95)
+    assert (group.scored, group.infra, group.missing) == (3, 1, 2)
+    assert group.pass_k[1].tasks == 1  # only t1 has two scored trials

@@ -1,0 +1,77 @@
+"""The stage over a run directory (which environments train, skip logic, mix baseline) and the command's config."""
+
+from __future__ import annotations
+
+import pytest
+from train_toy import ToyEnv
+
+from trace_rl.envs.synthetic.spec import EnvStatus
+from trace_rl.errors import UserError
+from trace_rl.store import RunDir, atomic_write_json
+from trace_rl.train import stage as stage_mod
+from trace_rl.train.command import build_config, main
+from trace_rl.train.config import TrainConfig
+from trace_rl.train.envs import MixTrainEnv
+from trace_rl.train.protocol import AdapterResult
+
+
+class FakeBackend:
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.trained: list[tuple[str, object]] = []
+
+    def train(self, env, cfg, *, adapter_dir, work_dir):
+        self.trained.append((env.name, env))
+        adapter_dir.mkdir(parents=True, exist_ok=True)
+        (adapter_dir / "adapter_model.safetensors").write_bytes(b"x")
+        atomic_write_json(adapter_dir / "done.json", {"capability": env.name})
+        return AdapterResult(capability=env.name, adapter_dir=adapter_dir, steps=cfg.max_steps)
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    run = RunDir(tmp_path / "run")
+    for name, status in (("alpha", "ready"), ("beta", "needs_attention"), ("gamma", None)):
+        folder = run.root / "envs" / name
+        folder.mkdir(parents=True)
+        if status:
+            EnvStatus(status=status).save(folder)
+    monkeypatch.setattr(stage_mod, "load_synthesized_env", lambda folder: ToyEnv(folder.name))
+    return run
+
+
+def test_only_calibrated_envs_train_and_finished_ones_are_skipped(run):
+    backend = FakeBackend()
+    cfg = TrainConfig(max_steps=2)
+    (result,) = stage_mod.run_train(run, cfg, backend=backend)
+    assert [n for n, _ in backend.trained] == ["alpha"] and result.steps == 2
+    summary = run.manifest().stages["train"].summary
+    assert summary["trained"] == ["alpha"]
+    assert summary["skipped_not_ready"] == ["beta (needs_attention)", "gamma (unfinished)"]
+    (again,) = stage_mod.run_train(run, cfg, backend=backend)
+    assert again.skipped and len(backend.trained) == 1
+    with pytest.raises(UserError, match="beta"):
+        stage_mod.run_train(run, cfg, capability="beta", backend=backend)
+
+
+def test_mix_baseline_trains_one_adapter_on_all_envs(run):
+    backend = FakeBackend()
+    envs = {"alpha": ToyEnv("alpha"), "beta": ToyEnv("beta")}
+    (result,) = stage_mod.run_train(run, TrainConfig(max_steps=1), envs=envs, mix=True, backend=backend)
+    name, env = backend.trained[0]
+    assert name == result.capability == "multi" and isinstance(env, MixTrainEnv)
+    tasks = [env.make_task(s) for s in range(4)]
+    assert [t.metadata["mix_index"] for t in tasks] == [0, 1, 0, 1]
+    assert [t.metadata["seed"] for t in tasks] == [0, 0, 1, 1]  # each environment gets its own seed stream
+
+
+def test_config_precedence_and_one_line_errors(tmp_path, capsys):
+    yaml_file = tmp_path / "c.yaml"
+    yaml_file.write_text("stages:\n  train:\n    max_steps: 7\n    learning_rate: 0.001\n    lora_r: 4\n")
+    cfg = build_config(yaml_file, ["lora_r=8", "filter_on=reward"], {"max_steps": 3, "model": None})
+    assert (cfg.max_steps, cfg.learning_rate, cfg.lora_r, cfg.filter_on) == (3, 0.001, 8, "reward")
+    with pytest.raises(UserError, match="train config: nope"):
+        build_config(None, ["nope=1"], {})
+    assert main(["--run", str(tmp_path / "r"), "--set", "num_generations=1"]) == 2
+    assert "num_generations" in capsys.readouterr().err
