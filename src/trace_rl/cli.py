@@ -177,7 +177,9 @@ def report(
     samples: Annotated[int, typer.Option("--samples", help="Bootstrap resamples for the 95% intervals.")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap RNG seed.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON.")] = False,
-    html: Annotated[bool, typer.Option("--html/--no-html", help="Also write runs/<name>/report.html.")] = True,
+    html: Annotated[
+        bool, typer.Option("--html/--no-html", help="Also write runs/<name>/report.html (not with --json).")
+    ] = True,
 ) -> None:
     """Print the run's tables (pass^k with 95% CIs, terminations, tokens, infra failures; selected capabilities)
     and write the self-contained report.html."""
@@ -197,7 +199,7 @@ def report(
         from trace_rl.diagnose.stage import read_capabilities
 
         render(read_capabilities(run_dir), Console())
-    if html:
+    if html and not as_json:  # --json prints only the numbers, for machines
         from trace_rl.report.html import write_html_report
 
         typer.echo(f"report: {write_html_report(run_dir)}")
