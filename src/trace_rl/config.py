@@ -136,9 +136,8 @@ class TraceConfig(Section):
         return self.models[name]
 
 
-def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> TraceConfig:
-    """YAML file (optional) + dotted overrides like {'rollout.trials': 3}; one-line UserError on any problem."""
-    data = read_yaml(Path(path)) if path is not None else {}
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """Set dotted keys (`{"rollout.trials": 3}`) in a nested dict, in place; None values are skipped."""
     for dotted, value in (overrides or {}).items():
         if value is None:
             continue
@@ -147,6 +146,12 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> T
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = value
+    return data
+
+
+def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> TraceConfig:
+    """YAML file (optional) + dotted overrides like {'rollout.trials': 3}; one-line UserError on any problem."""
+    data = apply_overrides(read_yaml(Path(path)) if path is not None else {}, overrides)
     try:
         return TraceConfig.model_validate(data)
     except ValidationError as err:

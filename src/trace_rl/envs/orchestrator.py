@@ -99,7 +99,8 @@ class EpisodeSpec:
     trajectory_id: str | None = None
 
 
-def _agent_view(messages: list[Message], user_call_ids: set[str]) -> list[Message]:
+def agent_view(messages: list[Message], user_call_ids: set[str]) -> list[Message]:
+    """What the agent sees: no user tool calls and no results of them (dual-control domains)."""
     return [
         m
         for m in messages
@@ -107,7 +108,8 @@ def _agent_view(messages: list[Message], user_call_ids: set[str]) -> list[Messag
     ]
 
 
-def _user_view(messages: list[Message], user_call_ids: set[str]) -> list[Message]:
+def user_view(messages: list[Message], user_call_ids: set[str]) -> list[Message]:
+    """What the user sees: its own turns, the agent's text, and results of its own tool calls."""
     return [
         m
         for m in messages
@@ -171,7 +173,7 @@ async def run_episode(
             speaker = next_speaker()
             if speaker == "user":
                 t0 = time.perf_counter()
-                reply = await user.reply(_user_view(messages, user_call_ids))
+                reply = await user.reply(user_view(messages, user_call_ids))
                 timings.user_s += time.perf_counter() - t0
                 messages.append(reply.model_copy(update={"turn": steps}))
                 if reply.tool_calls:
@@ -183,7 +185,7 @@ async def run_episode(
                     termination = TerminationReason.USER_ERROR
             elif speaker == "agent":
                 t0 = time.perf_counter()
-                response = await agent.act(_agent_view(messages, user_call_ids), seed=spec.seed * 1000 + steps)
+                response = await agent.act(agent_view(messages, user_call_ids), seed=spec.seed * 1000 + steps)
                 timings.model_s += time.perf_counter() - t0
                 traj.tokens.prompt += response.prompt_tokens
                 traj.tokens.completion += response.completion_tokens

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from trace_rl.config import Section, TraceConfig, format_validation_error
+from trace_rl.config import Section, TraceConfig, apply_overrides, format_validation_error
 from trace_rl.errors import UserError
 
 ARMS = ("base", "trace", "grpo_target", "gepa", "single_best", "multi_capability")
@@ -124,15 +124,7 @@ class EvaluateConfig(Section):
 
 def evaluate_config(cfg: TraceConfig | None, overrides: dict[str, Any] | None = None) -> EvaluateConfig:
     """The `stages.evaluate` section of `cfg` with flat overrides (`{"trials": 5, "gepa.budget": 40}`)."""
-    data: dict[str, Any] = dict((cfg.stages.get("evaluate") if cfg is not None else None) or {})
-    for key, value in (overrides or {}).items():
-        if value is None:
-            continue
-        node = data
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
+    data = apply_overrides(dict((cfg.stages.get("evaluate") if cfg is not None else None) or {}), overrides)
     try:
         return EvaluateConfig.model_validate(data)
     except Exception as err:

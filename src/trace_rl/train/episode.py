@@ -35,7 +35,7 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from trace_rl.envs.orchestrator import GREETING
+from trace_rl.envs.orchestrator import GREETING, agent_view, user_view
 from trace_rl.envs.users import is_stop
 from trace_rl.errors import UserError
 from trace_rl.models.chat_format import (
@@ -241,25 +241,6 @@ class EpisodeLimits:
     max_errors: int = 10
 
 
-def _agent_view(messages: list[Message], user_call_ids: set[str]) -> list[Message]:
-    """What the agent sees: no user tool calls and no results of them (dual-control domains)."""
-    return [
-        m
-        for m in messages
-        if not (m.role == "user" and m.tool_calls) and not (m.role == "tool" and m.tool_call_id in user_call_ids)
-    ]
-
-
-def _user_view(messages: list[Message], user_call_ids: set[str]) -> list[Message]:
-    return [
-        m
-        for m in messages
-        if m.role == "user"
-        or (m.role == "assistant" and m.content)
-        or (m.role == "tool" and m.tool_call_id in user_call_ids)
-    ]
-
-
 class _Live:
     """One running episode."""
 
@@ -294,7 +275,7 @@ class _Live:
             self.result.termination = reason
 
     def view(self, upto: int | None = None) -> list[Message]:
-        return _agent_view(self.messages[:upto] if upto is not None else self.messages, self.user_call_ids)
+        return agent_view(self.messages[:upto] if upto is not None else self.messages, self.user_call_ids)
 
     def next_speaker(self) -> str:
         last = self.messages[-1]
@@ -316,7 +297,7 @@ class _Live:
             self.steps += 1
             if speaker == "user":
                 try:
-                    reply = await self.user.reply(_user_view(self.messages, self.user_call_ids))
+                    reply = await self.user.reply(user_view(self.messages, self.user_call_ids))
                 except Exception as exc:  # per-episode failure: data, not a crash
                     self.result.errors.append(ErrorRecord(kind="user", message=str(exc), turn=self.steps))
                     self.end(TerminationReason.USER_ERROR)
