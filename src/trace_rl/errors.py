@@ -12,13 +12,6 @@ class UserError(Exception):
     """Bad input from the user; the message names the field or value that is wrong."""
 
 
-class NotImplementedStage(UserError):
-    """A stage whose implementation has not landed yet."""
-
-    def __init__(self, stage: str) -> None:
-        super().__init__(f"stage '{stage}' is not implemented yet")
-
-
 class InfraError(Exception):
     """A model server or other infrastructure failed after all retries."""
 
