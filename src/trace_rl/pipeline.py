@@ -101,6 +101,10 @@ def stage_args(stage: str, config: Path, run_root: Path) -> list[str]:
     return [stage, "--config", str(config), "--run", str(run_root)]
 
 
+def trained_adapters(run: RunDir) -> list[Path]:
+    return sorted(p.parent for p in (run.root / "adapters").glob("*/adapter_model.safetensors"))
+
+
 def headline(run: RunDir) -> list[str]:
     """Base vs TRACE on the held-out split, with intervals, from evaluate/comparison.json."""
     path = run.root / "evaluate" / "comparison.json"
@@ -146,6 +150,9 @@ def run_pipeline(
     for stage in stages:
         t0 = time.perf_counter()
         echo(f"── {stage} ──")
+        if stage == "route" and not trained_adapters(run):
+            echo("route: skipped, no trained adapters (every environment needs attention); evaluate runs the base")
+            continue
         code = invoke(stage_args(stage, config, run.root))
         if code != 0:
             raise UserError(f"stage '{stage}' failed (exit {code}); fix it and rerun the same command to resume")

@@ -102,6 +102,8 @@ def train_command(
     if held_out is not None:
         cfg = cfg.model_copy(update={"held_out_seeds": list(range(1_000_000, 1_000_000 + held_out))})
     results = run_train(run, cfg, capability=capability, env_spec=env, mix=mix, command=" ".join(sys.argv))
+    if not results:
+        typer.echo("nothing to train: no capability environment passed calibration (see envs/*/status.json)")
     for r in results:
         if r.skipped:
             typer.echo(f"{r.capability}: already trained ({r.adapter_dir})")

@@ -84,8 +84,13 @@ def run_train(
         run.ensure(command=command)
     chosen, skipped = select_envs(run, envs=envs, env_spec=env_spec, capability=capability)
     if not chosen:
-        reasons = ", ".join(f"{n}: {s}" for n, s in skipped) or "no envs/ folder"
-        raise UserError(f"{run.root}: no capability environment passed calibration ({reasons})")
+        if not skipped:
+            raise UserError(f"{run.root}: no capability environments (run `trace-rl synthesize --run {run.root}`)")
+        # every environment needs attention: nothing to train is a result of the run, recorded, not a crash
+        if main:
+            with run.stage("train", config=cfg.model_dump(mode="json")) as record:
+                record.summary = {"trained": [], "skipped_not_ready": [f"{n} ({s})" for n, s in skipped]}
+        return []
     if mix:
         chosen = {MIX_NAME: MixTrainEnv(MIX_NAME, list(chosen.values()))}
     backend = backend or make_backend(cfg.backend)
