@@ -11,6 +11,7 @@ from trace_rl.rollout.plan import load_plans
 from trace_rl.types import Trajectory
 
 from .fake_openai import FakeOpenAI
+from .tau2_data import needs_tau2
 from .toy import ToyPolicy, register_toy
 
 
@@ -148,6 +149,7 @@ def test_tasks_without_a_scripted_user_are_named(run_dir):
     assert result.ran == 4 and result.complete
 
 
+@needs_tau2
 def test_local_backend_records_token_ids_with_and_without_adapter(tmp_path):
     """The in-process transformers + PEFT backend on the tiny random model: real sampled ids and log-probs."""
     pytest.importorskip("torch", reason="the local backend needs the [train] extra")

@@ -17,6 +17,7 @@ from trace_rl.cli import main
 from trace_rl.store import JsonlStore
 from trace_rl.types import Trajectory
 
+from .tau2_data import needs_tau2
 from .vllm_server import VLLMServer, start_server, unavailable_reason
 
 pytestmark = pytest.mark.vllm
@@ -59,6 +60,7 @@ def test_server_lists_base_and_adapters(server):
     assert {"tiny", "a", "b"} <= set(server.served)
 
 
+@needs_tau2
 def test_rollouts_on_base_and_each_adapter(server, tmp_path, capsys):
     outputs: dict[str, dict[str, list[int]]] = {}
     for adapter in (None, "a", "b"):
@@ -88,6 +90,7 @@ def test_rollouts_on_base_and_each_adapter(server, tmp_path, capsys):
     assert group["adapters"] == ["a"] and set(group["pass_k"]) == {"1", "2"}
 
 
+@needs_tau2
 def test_llm_user_simulator_and_library_domain(server, tmp_path):
     run = tmp_path / "llm-user"
     config = tmp_path / "user.yaml"
@@ -106,6 +109,7 @@ def test_llm_user_simulator_and_library_domain(server, tmp_path):
     assert all(t.infra_error is None and first_turn(t) for t in trajectories(run))
 
 
+@needs_tau2
 def test_unknown_adapter_is_refused_before_work(server, tmp_path, capsys):
     run = tmp_path / "nope"
     assert rollout(server, run, "--adapter", "c", "--task-limit", "3") == 2
