@@ -39,10 +39,12 @@ for _key, _value in (("OMP_WAIT_POLICY", "PASSIVE"), ("HF_HUB_OFFLINE", "1"), ("
     os.environ.setdefault(_key, _value)
 
 SETTINGS = {
-    "tiny": {"env": "toy", "k": 4, "g": 2, "max_turn_tokens": 32, "max_episode_tokens": 256, "max_turns": 2},
+    "tiny": {
+        "env": "toy", "k": 4, "g": 2, "max_turn_tokens": 32, "max_episode_tokens": 256, "max_turns": 2, "micro": 4,
+    },
     "smollm2-135m": {
         "env": "library:lookup_answer", "k": 4, "g": 2, "max_turn_tokens": 32, "max_episode_tokens": 320,
-        "max_turns": 2,
+        "max_turns": 2, "micro": 2,
     },
 }  # fmt: skip
 
@@ -174,7 +176,7 @@ def worker(model: str, loop: str, steps: int, warmup: int) -> dict[str, Any]:
         model=model, device="cpu", max_steps=warmup + steps, num_generations=s["k"], groups_per_step=s["g"],
         max_turn_tokens=s["max_turn_tokens"], max_episode_tokens=s["max_episode_tokens"], max_turns=s["max_turns"],
         learning_rate=1e-4, eval=False, resample_attempts=0, filter_on="none", save_steps=1000,
-        log_trajectories=False, lora_r=16, lora_alpha=16,
+        log_trajectories=False, lora_r=16, lora_alpha=16, micro_batch_size=s["micro"],
     )  # fmt: skip
     env = make_env(s["env"])
     timer = StepTimer()
@@ -262,7 +264,8 @@ def main() -> None:
             proc = subprocess.run(cmd, capture_output=True, text=True)
             line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
             if line is None:
-                results.append({"model": model, "loop": loop, "error": (proc.stderr or proc.stdout)[-1500:]})
+                tail = (proc.stderr or proc.stdout)[-1500:]
+                results.append({"model": model, "loop": loop, "returncode": proc.returncode, "error": tail})
             else:
                 results.append(json.loads(line[len("RESULT ") :]))
             print(json.dumps(results[-1]), flush=True)

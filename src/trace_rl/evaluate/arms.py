@@ -220,7 +220,9 @@ def arm_grpo_target(ctx: EvalContext) -> ArmOutput:
         probe = matched_config(ctx, run_adapters(ctx.run), total)
         keep = curve_steps(probe.max_steps, ctx.ecfg.curve.fractions) if ctx.ecfg.curve.enabled else []
         tcfg = matched_config(ctx, run_adapters(ctx.run), total, keep)
-        train_baseline(ctx, target_train_env(ctx), tcfg, adapter_dir, work_dir, keep_dir=keep_dir, keep=keep)
+        rebuild = {"kind": "target", "name": GRPO_DIR, "env": ctx.cfg.env.model_dump(mode="json")}
+        train_baseline(ctx, target_train_env(ctx), tcfg, adapter_dir, work_dir, rebuild=rebuild, keep_dir=keep_dir,
+                       keep=keep)  # fmt: skip
         matched = {"target_total": total, "steps": tcfg.max_steps}
     budget = adapter_budget(GRPO_DIR, adapter_dir, work_dir)
     out = _adapter_arm(ctx, "grpo_target", GRPO_DIR, adapter_dir, budget,
@@ -254,7 +256,7 @@ def arm_multi_capability(ctx: EvalContext) -> ArmOutput:
         total = _need_budget(ctx)
         env = mix_env(ctx)
         tcfg = matched_config(ctx, run_adapters(ctx.run), total)
-        train_baseline(ctx, env, tcfg, adapter_dir, work_dir)
+        train_baseline(ctx, env, tcfg, adapter_dir, work_dir, rebuild={"kind": "mix", "run": str(ctx.run.root)})
         matched = {"target_total": total, "steps": tcfg.max_steps, "environments": len(env.envs)}
     budget = adapter_budget(MIX_NAME, adapter_dir, work_dir)
     return _adapter_arm(ctx, "multi_capability", MIX_NAME, adapter_dir, budget,

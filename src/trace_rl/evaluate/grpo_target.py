@@ -76,17 +76,22 @@ def matched_config(ctx: EvalContext, adapters: dict[str, Path], total: int, keep
     return base.model_copy(update=update)
 
 
-def target_train_env(ctx: EvalContext, name: str = GRPO_DIR) -> Any:
-    """The target's train split as a `TrainEnv`: seed s plays train task s mod n."""
+def target_env_of(name: str, domain: Any, tasks: list[Task]) -> Any:
+    """A `TrainEnv` over `tasks` (the target's train split): seed s plays task s mod n."""
     from trace_rl.train.envs import DomainTrainEnv
 
+    return DomainTrainEnv(name, domain, lambda seed: tasks[seed % len(tasks)], train_seeds=list(range(len(tasks))))
+
+
+def target_train_env(ctx: EvalContext, name: str = GRPO_DIR) -> Any:
+    """The target's train split as a `TrainEnv`, checked: it has tasks, each with a scripted user to train with."""
     tasks: list[Task] = ctx.train_tasks()
     if not tasks:
         raise ArmSkipped(f"{ctx.env_name}: the train split has no tasks to train GRPO on")
     unscripted = [t.id for t in tasks if ctx.domain.scripted_user(t) is None]
     if unscripted:
         raise ArmSkipped(f"{ctx.env_name}/train: {len(unscripted)} tasks have no scripted user to train with")
-    return DomainTrainEnv(name, ctx.domain, lambda seed: tasks[seed % len(tasks)], train_seeds=list(range(len(tasks))))
+    return target_env_of(name, ctx.domain, tasks)
 
 
 def checkpoint_keeper(keep_dir: Path, steps: list[int]) -> Any:
@@ -125,42 +130,92 @@ def kept_checkpoints(keep_dir: Path) -> dict[int, Path]:
     return dict(sorted(out.items()))
 
 
+def rebuild_env(spec: dict[str, Any]) -> Any:
+    """The training environment described by `spec` (in a fresh process): the target's train split or the mix."""
+    if spec["kind"] == "target":
+        from trace_rl.config import EnvConfig
+        from trace_rl.envs.registry import load_domain
+
+        env_cfg = EnvConfig.model_validate(spec["env"])
+        domain = load_domain(env_cfg.name, env_cfg)
+        return target_env_of(spec["name"], domain, domain.tasks("train"))
+    from trace_rl.store import RunDir
+
+    return mix_env_of(RunDir(Path(spec["run"])))
+
+
+def _train_child(job: dict[str, Any]) -> None:
+    """Entry point of the training process (spawned: its memory is returned to the system when it ends)."""
+    from trace_rl.train.config import TrainConfig
+    from trace_rl.train.trl_backend import TRLBackend
+
+    keep_dir = Path(job["keep_dir"]) if job.get("keep_dir") else None
+    callbacks = [checkpoint_keeper(keep_dir, job["keep"])] if keep_dir is not None and job["keep"] else []
+    TRLBackend(callbacks=callbacks).train(
+        rebuild_env(job["env"]), TrainConfig.model_validate(job["train"]),
+        adapter_dir=Path(job["adapter_dir"]), work_dir=Path(job["work_dir"]),
+    )  # fmt: skip
+
+
 def train_baseline(
-    ctx: EvalContext, env: Any, tcfg: Any, adapter_dir: Path, work_dir: Path, *, keep_dir: Path | None = None,
-    keep: list[int] | None = None,
-) -> Any:  # fmt: skip
-    """Train one baseline adapter (resuming from its newest checkpoint) with the run's trainer backend."""
-    from trace_rl.train.trl_backend import TRLBackend, is_done
+    ctx: EvalContext, env: Any, tcfg: Any, adapter_dir: Path, work_dir: Path, *, rebuild: dict[str, Any],
+    keep_dir: Path | None = None, keep: list[int] | None = None,
+) -> None:  # fmt: skip
+    """Train one baseline adapter (resuming from its newest checkpoint).
+
+    With the default TRL backend the training runs in a spawned child process (`rebuild` describes its environment),
+    so the trainer's memory (GRPO on full-vocabulary logits peaks at many GB) goes back to the system before the
+    evaluation continues; an injected backend (tests) trains in process on `env`."""
+    from trace_rl.train.trl_backend import is_done
 
     if is_done(adapter_dir):
-        return None
-    backend = ctx.backend
-    if backend is None:
-        if tcfg.backend != "trl":
-            raise UserError(f"unknown training backend '{tcfg.backend}'")
-        callbacks = [checkpoint_keeper(keep_dir, keep)] if keep_dir is not None and keep else []
-        backend = TRLBackend(callbacks=callbacks)
+        return
     ctx.echo(f"training baseline '{env.name}': {tcfg.max_steps} steps × G={tcfg.groups_per_step} × "
              f"K={tcfg.num_generations} -> {adapter_dir}")  # fmt: skip
-    result = backend.train(env, tcfg, adapter_dir=adapter_dir, work_dir=work_dir)
+    if ctx.backend is not None:
+        ctx.backend.train(env, tcfg, adapter_dir=adapter_dir, work_dir=work_dir)
+    else:
+        if tcfg.backend != "trl":
+            raise UserError(f"unknown training backend '{tcfg.backend}'")
+        import multiprocessing
+
+        job = {
+            "env": rebuild, "train": tcfg.model_dump(mode="json"), "adapter_dir": str(adapter_dir),
+            "work_dir": str(work_dir), "keep_dir": str(keep_dir) if keep_dir else None, "keep": keep or [],
+        }  # fmt: skip
+        proc = multiprocessing.get_context("spawn").Process(target=_train_child, args=(job,), name=f"train-{env.name}")
+        proc.start()
+        try:
+            proc.join()
+        except BaseException:
+            proc.terminate()
+            proc.join()
+            raise
+        if proc.exitcode != 0 or not is_done(adapter_dir):
+            raise ArmSkipped(f"training the '{env.name}' baseline failed (exit code {proc.exitcode}; its log is "
+                             "above); rerun to resume from its last checkpoint")  # fmt: skip
     atomic_write_json(adapter_dir / "baseline.json", {"name": env.name, "max_steps": tcfg.max_steps,
                                                       "keep_steps": keep or []})  # fmt: skip
-    return result
 
 
-def mix_env(ctx: EvalContext) -> Any:
-    """A uniform mix of the run's calibrated capability environments (the train stage's `--mix`)."""
+def mix_env_of(run: Any) -> Any:
+    """A uniform mix of the run's calibrated capability environments (the train stage's `--mix`); UserError if none."""
     from trace_rl.train.envs import MixTrainEnv
     from trace_rl.train.stage import select_envs
 
-    try:
-        chosen, skipped = select_envs(ctx.run)
-    except UserError as exc:
-        raise ArmSkipped(str(exc)) from None
+    chosen, skipped = select_envs(run)
     if not chosen:
         why = ", ".join(f"{n}: {s}" for n, s in skipped) or "no envs/ folder"
-        raise ArmSkipped(f"no calibrated capability environment to mix ({why})")
+        raise UserError(f"no calibrated capability environment to mix ({why})")
     return MixTrainEnv(MIX_NAME, list(chosen.values()))
+
+
+def mix_env(ctx: EvalContext) -> Any:
+    """`mix_env_of` for an arm: no environment to mix skips the arm."""
+    try:
+        return mix_env_of(ctx.run)
+    except UserError as exc:
+        raise ArmSkipped(str(exc)) from None
 
 
 __all__ = [
@@ -172,6 +227,9 @@ __all__ = [
     "kept_checkpoints",
     "matched_config",
     "mix_env",
+    "mix_env_of",
+    "rebuild_env",
+    "target_env_of",
     "target_train_env",
     "train_baseline",
 ]

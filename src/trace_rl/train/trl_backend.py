@@ -381,9 +381,10 @@ class TRLBackend:
                 )  # fmt: skip
                 _write_episodes(work_dir / "eval_after.jsonl", env.name, episodes)
                 atomic_write_json(adapter_dir / "eval_after.json", after)
-                if before is not None:
+                if before is not None and _has_matplotlib():
                     plot_before_after(before, after, adapter_dir / "eval.png", title=f"{env.name}: base vs adapter")
-            plot_training(adapter_dir / "metrics.jsonl", adapter_dir / "training.png", title=f"{env.name}: GRPO")
+            if _has_matplotlib():
+                plot_training(adapter_dir / "metrics.jsonl", adapter_dir / "training.png", title=f"{env.name}: GRPO")
         summary = {
             "steps": trainer.state.global_step,
             "resumed_from": last,
@@ -404,6 +405,13 @@ class TRLBackend:
             eval_after=after,
             summary=summary,
         )
+
+
+def _has_matplotlib() -> bool:
+    """Figures need the `report` extra; without it the numbers are still written."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def _headline(summary: dict[str, Any] | None) -> dict[str, float] | None:
