@@ -16,10 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.rollout.toy import CounterDB, CounterTools, amount  # the same toy world as the rollout tests
+
 from trace_rl.config import EnvConfig, ModelConfig, TraceConfig
 from trace_rl.envs.base import ToolkitEnvironment
 from trace_rl.envs.registry import register_domain
-from trace_rl.envs.toolkit import DB, ToolKit, ToolType, tool
 from trace_rl.envs.users import ScriptedUser
 from trace_rl.errors import InfraError
 from trace_rl.models.base import ModelResponse, SamplingParams
@@ -28,29 +29,6 @@ from trace_rl.store import RunDir, atomic_write_json
 from trace_rl.types import Action, EvaluationCriteria, Message, Task, ToolCall
 
 SEED = 300
-
-
-class CounterDB(DB):
-    counts: dict[str, int]
-
-
-class CounterTools(ToolKit):
-    db: CounterDB
-
-    @tool(ToolType.WRITE)
-    def increment(self, name: str, by: int = 1) -> int:
-        """Increment a counter.
-
-        Args:
-            name: The counter's name.
-            by: Amount to add.
-        """
-        self.db.counts[name] = self.db.counts.get(name, 0) + by
-        return self.db.counts[name]
-
-
-def amount(task_id: str) -> int:
-    return int(task_id.rsplit("-", 1)[1]) % 3 + 1
 
 
 class EvalToy:
