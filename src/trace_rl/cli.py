@@ -27,6 +27,13 @@ ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML con
 RunOpt = Annotated[Path | None, typer.Option("--run", help="Run directory, e.g. runs/demo.")]
 DataDirOpt = Annotated[Path | None, typer.Option("--data-dir", help="τ² data directory (or TRACE_TAU2_DATA).")]
 TaskSetOpt = Annotated[str | None, typer.Option("--task-set", help="τ² task file: head or v0.2.")]
+ExecutorOpt = Annotated[
+    str | None, typer.Option("--executor", help="local | ray: where episodes and trainings run (config: executor).")
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option("--ray-address", help="Ray cluster: auto or ray://host:10001 (default: start a local one)."),
+]
 
 
 def _config(config: Path | None, overrides: dict[str, Any]) -> TraceConfig:
@@ -118,6 +125,8 @@ def rollout(
     data_dir: DataDirOpt = None,
     task_set: TaskSetOpt = None,
     progress: Annotated[str, typer.Option("--progress", help="auto | rich | plain | none")] = "auto",
+    executor: ExecutorOpt = None,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Run every task of a split K times; resumable (rerun the same command to finish and retry infra failures)."""
     from trace_rl.rollout.command import add_model_spec
@@ -141,6 +150,8 @@ def rollout(
             "rollout.task_limit": task_limit,
             "rollout.temperature": temperature,
             "rollout.max_tokens": max_tokens,
+            "executor.kind": executor,
+            "executor.address": ray_address,
         },
     )
     if model is not None:
@@ -237,10 +248,12 @@ StageOpt = Annotated[
 ]
 
 
-def _run_config(config: Path, stage: list[str] | None) -> None:
+def _run_config(
+    config: Path, stage: list[str] | None, executor: str | None = None, ray_address: str | None = None
+) -> None:
     from trace_rl.pipeline import headline, run_pipeline
 
-    run_dir = run_pipeline(config, invoke=main, only=stage, echo=typer.echo)
+    run_dir = run_pipeline(config, invoke=main, only=stage, echo=typer.echo, executor=executor, ray_address=ray_address)
     report = run_dir.root / "report.html"
     if report.exists():
         typer.echo(f"report: {report.resolve()}")
@@ -252,9 +265,11 @@ def _run_config(config: Path, stage: list[str] | None) -> None:
 def run(
     config: Annotated[Path, typer.Option("--config", "-c", help="YAML config: run, models, env, rollout, stages.*")],
     stage: StageOpt = None,
+    executor: ExecutorOpt = None,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Run every stage in order from one YAML config, resuming what is done."""
-    _run_config(config, stage)
+    _run_config(config, stage, executor, ray_address)
 
 
 @app.command()

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from trace_rl.errors import UserError
 
@@ -28,6 +28,11 @@ class ModelConfig(Section):
     )
     model: str = Field("", description="Model id, local folder, or alias (smollm2-135m, tiny).")
     base_url: str | None = Field(None, description="OpenAI-compatible base URL; env OPENAI_BASE_URL if unset.")
+    base_urls: list[str] = Field(
+        default_factory=list,
+        description="Several OpenAI-compatible endpoints serving the same model (and adapters): each episode is "
+        "pinned to one, the least busy when it starts (docs/scale-out.md). Use instead of base_url.",
+    )
     api_key: str | None = Field(None, description="API key; prefer api_key_env.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
     timeout_s: float = Field(120.0, description="Per-request timeout.")
@@ -43,6 +48,21 @@ class ModelConfig(Section):
     return_token_ids: bool = Field(True, description="Ask vLLM for sampled token ids (extra_body return_token_ids).")
     script: list[Any] = Field(default_factory=list, description="Responses for kind=scripted.")
     extra_body: dict[str, Any] = Field(default_factory=dict, description="Passed through to the server.")
+
+    @model_validator(mode="after")
+    def _one_kind_of_url(self) -> ModelConfig:
+        if self.base_url and self.base_urls:
+            raise ValueError("set base_url or base_urls, not both")
+        return self
+
+    def endpoints(self) -> list[str]:
+        """Every base URL of this model (base_urls, else base_url, else OPENAI_BASE_URL); empty when none is set."""
+        import os
+
+        if self.base_urls:
+            return list(self.base_urls)
+        url = self.base_url or os.environ.get("OPENAI_BASE_URL")
+        return [url] if url else []
 
 
 def format_validation_error(err: ValidationError, source: str) -> str:
@@ -118,6 +138,71 @@ class RolloutConfig(Section):
     )
 
 
+ExecutorKind = Literal["local", "ray"]
+EXECUTOR_STAGES = ("rollout", "train", "evaluate")  # the stages that can run on Ray (--executor / --ray-address)
+FORWARDED_ENV = (
+    "OPENAI_API_KEY", "OPENAI_BASE_URL", "TRACE_TAU2_DATA", "TRACE_RL_CACHE", "HF_HOME", "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE", "OMP_WAIT_POLICY", "TOKENIZERS_PARALLELISM", "TRL_EXPERIMENTAL_SILENCE",
+)  # fmt: skip
+
+
+class ExecutorConfig(Section):
+    """Where the work of rollout, train and evaluate runs: in this process (local) or on a Ray cluster (ray).
+
+    Under `ray`, episodes run in `num_workers` worker actors (each with its own event loop) and every capability's
+    training is one Ray task asking for `gpus_per_train_job` GPUs; the driver writes every result into the run
+    directory, so the layout and resume are the same as under `local` (docs/scale-out.md)."""
+
+    kind: ExecutorKind = Field("local", description="local: today's in-process engine; ray: a Ray cluster.")
+    address: str | None = Field(
+        None,
+        description="Ray cluster: None starts a local Ray instance for the command; 'auto' joins the cluster this "
+        "machine belongs to (`ray start`); 'ray://host:10001' connects a client to a remote head.",
+    )
+    num_workers: int = Field(2, ge=1, description="Episode worker actors (rollout and evaluate).")
+    episodes_per_worker: int | None = Field(
+        None,
+        ge=1,
+        description="Episodes in flight per worker; None splits the stage's `concurrency` evenly over the workers.",
+    )
+    cpus_per_worker: float = Field(1.0, ge=0, description="Ray CPUs reserved by each episode worker.")
+    gpus_per_train_job: float = Field(
+        0.0, ge=0, description="GPUs per capability training (paper scale: 4-8 80 GB GPUs; 0 on CPU)."
+    )
+    cpus_per_train_job: float = Field(1.0, ge=0, description="Ray CPUs per capability training.")
+    train_launcher: Literal["inline", "accelerate"] = Field(
+        "inline",
+        description="inline: the Ray task trains in its own process (one device); accelerate: it runs "
+        "`accelerate launch --num_processes <gpus> -m trace_rl.train --capability <c>` on its GPUs.",
+    )
+    accelerate_config: Path | None = Field(
+        None, description="accelerate config file for train_launcher=accelerate (e.g. a DeepSpeed ZeRO-2 one)."
+    )
+    max_restarts: int = Field(4, ge=0, description="Restarts of a lost episode worker (on any node).")
+    max_retries: int = Field(
+        3, ge=0, description="Retries of an episode or training job whose worker was lost (after that: infra failure)."
+    )
+    num_cpus: int | None = Field(
+        None, ge=1, description="CPUs of the local Ray instance started for the command (None: enough for the workers)."
+    )
+    runtime_env: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Ray runtime_env for the job (working_dir, pip, env_vars) on a remote cluster.",
+    )
+    forward_env: list[str] = Field(
+        default_factory=lambda: list(FORWARDED_ENV),
+        description="Environment variables copied from the driver to the workers (when set on the driver).",
+    )
+    stages: dict[Literal["rollout", "train", "evaluate"], ExecutorKind] = Field(
+        default_factory=dict, description="Per-stage kind, e.g. {train: local} to train in process but roll out on Ray."
+    )
+
+    def for_stage(self, stage: str) -> ExecutorConfig:
+        """This config with the stage's own kind (when `stages` names one)."""
+        kind = self.stages.get(stage)  # type: ignore[call-overload]
+        return self if kind is None or kind == self.kind else self.model_copy(update={"kind": kind})
+
+
 class TraceConfig(Section):
     """The whole pipeline: one section per stage, model endpoints by name."""
 
@@ -125,6 +210,7 @@ class TraceConfig(Section):
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     env: EnvConfig = Field(default_factory=EnvConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     stages: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Settings of stages not configured above yet (diagnose, synthesize, ...)."
     )
@@ -156,6 +242,22 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> T
         return TraceConfig.model_validate(data)
     except ValidationError as err:
         raise UserError(format_validation_error(err, str(path or "config"))) from None
+
+
+def executor_with(current: ExecutorConfig, kind: str | None = None, address: str | None = None) -> ExecutorConfig:
+    """The executor section with the command line's --executor / --ray-address applied (validated)."""
+    if kind is None and address is None:
+        return current
+    data = current.model_dump()
+    if kind is not None:
+        data["kind"] = kind
+        data["stages"] = {}  # an explicit --executor applies to the whole command
+    if address is not None:
+        data["address"] = address
+    try:
+        return ExecutorConfig.model_validate(data)
+    except ValidationError as err:
+        raise UserError(format_validation_error(err, "--executor")) from None
 
 
 def model_from_spec(spec: str, cfg: TraceConfig | None = None) -> tuple[str, ModelConfig]:

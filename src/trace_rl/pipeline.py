@@ -7,17 +7,18 @@ any compute it checks the config (every stage section), the environment's data, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 from pydantic import ValidationError
 
-from trace_rl.config import TraceConfig, format_validation_error, load_config
+from trace_rl.config import EXECUTOR_STAGES, TraceConfig, executor_with, format_validation_error, load_config
 from trace_rl.errors import UserError
 from trace_rl.store import RunDir
 
@@ -70,14 +71,20 @@ def preflight(cfg: TraceConfig, run_root: Path) -> list[str]:
     if not domain.tasks(cfg.rollout.split):
         raise UserError(f"env {cfg.env.name}: split '{cfg.rollout.split}' has no tasks")
     cfg.model(cfg.rollout.policy)
+    if any(cfg.executor.for_stage(s).kind == "ray" for s in EXECUTOR_STAGES):
+        from trace_rl.executor.ray_executor import import_ray
+
+        import_ray()
+        notes.append(
+            f"executor: ray ({cfg.executor.address or 'a local instance'}, {cfg.executor.num_workers} workers)"
+        )
     for name, model in cfg.models.items():
         if model.kind == "openai":
-            import os
-
-            base_url = model.base_url or os.environ.get("OPENAI_BASE_URL")
-            if not base_url:
+            endpoints = model.endpoints()
+            if not endpoints:
                 raise UserError(f"model '{name}': no base_url (set models.{name}.base_url or OPENAI_BASE_URL)")
-            _check_endpoint(name, base_url)
+            for base_url in endpoints:
+                _check_endpoint(name, base_url)
         elif model.kind == "local" and not Path(model.model).is_dir():
             from trace_rl.models.resolve import resolve_model_path
 
@@ -95,10 +102,34 @@ def preflight(cfg: TraceConfig, run_root: Path) -> list[str]:
     return notes
 
 
-def stage_args(stage: str, config: Path, run_root: Path) -> list[str]:
+def stage_args(
+    stage: str, config: Path, run_root: Path, executor: str | None = None, ray_address: str | None = None
+) -> list[str]:
     if stage == "report":
         return ["report", "--run", str(run_root)]
-    return [stage, "--config", str(config), "--run", str(run_root)]
+    args = [stage, "--config", str(config), "--run", str(run_root)]
+    if stage in EXECUTOR_STAGES:
+        args += ["--executor", executor] if executor else []
+        args += ["--ray-address", ray_address] if ray_address else []
+    return args
+
+
+@contextlib.contextmanager
+def shared_cluster(cfg: TraceConfig, stages: list[str]) -> Iterator[None]:
+    """One local Ray instance for the whole pipeline when a stage runs on Ray without an address (each stage would
+    otherwise start and stop its own); the stages find it initialised and use it."""
+    wanted = [s for s in stages if s in EXECUTOR_STAGES and cfg.executor.for_stage(s).kind == "ray"]
+    if not wanted or cfg.executor.address is not None:
+        yield
+        return
+    from trace_rl.executor.ray_executor import RayExecutor
+
+    cluster = RayExecutor(cfg.executor)
+    cluster.connect()
+    try:
+        yield
+    finally:
+        cluster.close()
 
 
 def trained_adapters(run: RunDir) -> list[Path]:
@@ -135,9 +166,14 @@ def run_pipeline(
     invoke: Callable[[list[str]], int],
     only: list[str] | None = None,
     echo: Callable[[str], None] = print,
+    executor: str | None = None,
+    ray_address: str | None = None,
 ) -> RunDir:
-    """Run the stages in order through `invoke` (the CLI's main); stop at the first stage that fails."""
+    """Run the stages in order through `invoke` (the CLI's main); stop at the first stage that fails.
+
+    `executor` / `ray_address` (the command line's) override the config's executor section for every stage."""
     cfg = load_config(config)
+    cfg.executor = executor_with(cfg.executor, executor, ray_address)
     run = RunDir(cfg.run.runs_dir / cfg.run.name)
     stages = [s for s in STAGES if only is None or s in only]
     unknown = set(only or []) - set(STAGES)
@@ -147,15 +183,16 @@ def run_pipeline(
         echo(f"preflight: {note}")
     echo(f"preflight: ok · run directory {run.root}")
     started = time.perf_counter()
-    for stage in stages:
-        t0 = time.perf_counter()
-        echo(f"── {stage} ──")
-        if stage == "route" and not trained_adapters(run):
-            echo("route: skipped, no trained adapters (every environment needs attention); evaluate runs the base")
-            continue
-        code = invoke(stage_args(stage, config, run.root))
-        if code != 0:
-            raise UserError(f"stage '{stage}' failed (exit {code}); fix it and rerun the same command to resume")
-        echo(f"── {stage} done in {time.perf_counter() - t0:.0f} s")
+    with shared_cluster(cfg, stages):
+        for stage in stages:
+            t0 = time.perf_counter()
+            echo(f"── {stage} ──")
+            if stage == "route" and not trained_adapters(run):
+                echo("route: skipped, no trained adapters (every environment needs attention); evaluate runs the base")
+                continue
+            code = invoke(stage_args(stage, config, run.root, executor, ray_address))
+            if code != 0:
+                raise UserError(f"stage '{stage}' failed (exit {code}); fix it and rerun the same command to resume")
+            echo(f"── {stage} done in {time.perf_counter() - t0:.0f} s")
     echo(f"pipeline finished in {time.perf_counter() - started:.0f} s")
     return run

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from trace_rl.errors import UserError
+from trace_rl.faults import fault_point
 from trace_rl.types import RunManifest, StageRecord
 
 
@@ -46,6 +47,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        fault_point("write", path)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -137,6 +139,7 @@ class JsonlStore:
                 fh.write(payload)
                 fh.flush()
                 os.fsync(fh.fileno())
+            fault_point("append", self.path)
 
 
 def _package_versions(names: Iterable[str]) -> dict[str, str]:

@@ -118,7 +118,8 @@ class OraclePolicy:
         task = env.make_task(seed)
         gold = task.evaluation_criteria.actions or []
         solve = _unit(f"{seed}/{k}") < self.p(seed)
-        done = sum(m.role == "tool" for m in messages)
+        # tool results of this episode (the worked-example turns before the conversation are not the episode's)
+        done = sum(m.role == "tool" and not (m.tool_call_id or "").startswith("example_") for m in messages)
         writes = {a.name for a in gold if a.name in _WRITES}
         plan = gold if solve else [a for a in gold if a.name not in writes]
         if done < len(plan):

@@ -53,6 +53,12 @@ def evaluate_command(
     select: Annotated[
         str | None, typer.Option("--single-best-select", help="train | train_eval | test (how to pick it).")
     ] = None,
+    executor: Annotated[
+        str | None, typer.Option("--executor", help="local | ray: where the episodes run (config: executor).")
+    ] = None,
+    ray_address: Annotated[
+        str | None, typer.Option("--ray-address", help="Ray cluster: auto or ray://host:10001 (default: local).")
+    ] = None,
 ) -> None:
     """Compare base, TRACE and the paper's baselines on held-out tasks (stage 5)."""
     from trace_rl.evaluate.config import evaluate_config
@@ -63,6 +69,9 @@ def evaluate_command(
     if not run_dir.exists():
         raise UserError(f"{run} is not a trace-rl run (no manifest.json): run the earlier stages first")
     cfg = run_config(run_dir, config)
+    from trace_rl.config import executor_with
+
+    cfg.executor = executor_with(cfg.executor, executor, ray_address)
     overrides: dict[str, Any] = {
         "split": split, "trials": trials, "policy": model, "user": user_model, "task_limit": task_limit,
         "concurrency": concurrency, "seed": seed, "budget": budget, "gepa.budget": gepa_budget,

@@ -21,6 +21,7 @@ from trace_rl.config import ModelConfig, TraceConfig
 from trace_rl.envs.orchestrator import EpisodeLimits
 from trace_rl.errors import UserError
 from trace_rl.evaluate.config import EvaluateConfig
+from trace_rl.executor.base import Executor
 from trace_rl.models.base import ModelClient, ModelResponse, SamplingParams
 from trace_rl.rollout.plan import Job, plan_jobs
 from trace_rl.rollout.runner import EpisodeFactory, RolloutResult, run_rollout
@@ -135,6 +136,7 @@ class EvalContext:
     total_budget: int | None = None
     budget_source: str = ""
     echo: Callable[[str], None] = lambda _: None
+    executor: Executor | None = None
 
     @property
     def split(self) -> str:
@@ -201,7 +203,9 @@ class EvalContext:
         """Run the jobs not yet in `store` (a rerun resumes); infra failures are retried on the next run."""
 
         async def main() -> RolloutResult:
-            return await run_rollout(jobs, factory, store, concurrency=self.ecfg.concurrency, label=label)
+            return await run_rollout(
+                jobs, factory, store, concurrency=self.ecfg.concurrency, label=label, executor=self.executor
+            )
 
         try:
             result = asyncio.run(main())
@@ -232,6 +236,8 @@ class EvalContext:
         return self.run_jobs(jobs, factory, self.store(relpath), label)
 
     def close(self) -> None:
+        if self.executor is not None:
+            self.executor.close()
         for c in self.clients.values():
             with contextlib.suppress(Exception):
                 asyncio.run(c.aclose())

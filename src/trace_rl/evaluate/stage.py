@@ -88,6 +88,9 @@ def build_context(
         total = sum(b.rollouts for b in budgets) or None
         source = "sum over capability adapters: " + ", ".join(f"{b.name}={b.rollouts} ({b.source})" for b in budgets)
     factory = router if router is None or not hasattr(router, "route") else (lambda _spec, _r=router: _r)
+    from trace_rl.executor import make_executor
+
+    executor = make_executor(cfg.executor, STAGE)
     return EvalContext(
         run=run, cfg=cfg, ecfg=ecfg, domain=domain, env_name=cfg.env.name, tasks=tasks, client=clients[name],
         policy_name=name, policy_cfg=model_cfg, model_label=model_label(name, model_cfg),
@@ -95,7 +98,7 @@ def build_context(
         limits=EpisodeLimits(max_steps=cfg.env.max_steps, max_errors=cfg.env.max_errors,
                              timeout_s=cfg.rollout.episode_timeout_s),
         user_client=user_client, user_label=user_label, clients=clients, router_factory=factory, backend=backend,
-        reflection_lm=reflection_lm, total_budget=total, budget_source=source, echo=echo,
+        reflection_lm=reflection_lm, total_budget=total, budget_source=source, echo=echo, executor=executor,
     )  # fmt: skip
 
 

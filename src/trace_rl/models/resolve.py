@@ -143,6 +143,13 @@ def build_client(cfg: ModelConfig, *, name: str) -> ModelClient:
     if cfg.kind == "openai":
         from trace_rl.models.openai_client import OpenAIClient
 
+        if len(cfg.base_urls) > 1:  # several servers of one model: an episode-sticky, load-balanced pool
+            from trace_rl.executor.pool import EndpointPool
+
+            one = [cfg.model_copy(update={"base_url": url, "base_urls": []}) for url in cfg.base_urls]
+            return EndpointPool([OpenAIClient(c, name=name) for c in one], name=name)
+        if cfg.base_urls:
+            cfg = cfg.model_copy(update={"base_url": cfg.base_urls[0], "base_urls": []})
         return OpenAIClient(cfg, name=name)
     if cfg.kind == "scripted":
         from trace_rl.models.scripted import ScriptedClient

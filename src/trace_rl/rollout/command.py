@@ -20,6 +20,7 @@ from trace_rl.config import ModelConfig, TraceConfig, model_from_spec, read_yaml
 from trace_rl.envs.orchestrator import EpisodeLimits
 from trace_rl.envs.registry import load_domain
 from trace_rl.errors import UserError
+from trace_rl.executor.base import Executor
 from trace_rl.models.base import ModelClient, SamplingParams
 from trace_rl.rollout.plan import STAGE, TRAJECTORIES, check_identity, plan_jobs, record_plan
 from trace_rl.rollout.progress import Progress, ProgressMode, make_progress
@@ -89,7 +90,7 @@ def served_models(model_cfg: ModelConfig, timeout_s: float = 5.0) -> list[str] |
 
     import httpx
 
-    base = model_cfg.base_url or os.environ.get("OPENAI_BASE_URL")
+    base = next(iter(model_cfg.endpoints()), None)
     if not base:
         return None
     key = model_cfg.api_key or os.environ.get(model_cfg.api_key_env) or "EMPTY"
@@ -111,9 +112,8 @@ def check_served(name: str, model_cfg: ModelConfig, adapter: str | None) -> None
     wanted = adapter if adapter not in (None, *BASE_MODEL_NAMES) else model_cfg.model
     if wanted not in listed:
         shown = ", ".join(listed[:10]) + (" ..." if len(listed) > 10 else "")
-        raise UserError(
-            f"model '{name}': the server at {model_cfg.base_url} does not serve '{wanted}' (it serves {shown})"
-        )
+        where = next(iter(model_cfg.endpoints()), None)
+        raise UserError(f"model '{name}': the server at {where} does not serve '{wanted}' (it serves {shown})")
 
 
 def _redacted(cfg: TraceConfig) -> dict[str, Any]:
@@ -230,9 +230,16 @@ def rollout(
         metadata={"run": run_dir.name, "user": user_label},
     )
 
+    from trace_rl.executor import make_executor
+
+    executor = make_executor(cfg.executor, STAGE)  # ray missing: a one-line error before the run dir is touched
+
     # -- the run directory explains itself: manifest, plan, stage record ----------------------------------------
-    with rollout_lock(run_dir):
-        return _run(cfg, run_dir, factory, tasks, identity, command, progress, built)
+    try:
+        with rollout_lock(run_dir):
+            return _run(cfg, run_dir, factory, tasks, identity, command, progress, built, executor)
+    finally:
+        executor.close()
 
 
 def _run(
@@ -244,6 +251,7 @@ def _run(
     command: str | None,
     progress: ProgressMode | Progress,
     built: list[ModelClient],
+    executor: Executor | None = None,
 ) -> RolloutResult:
     r, env_cfg = cfg.rollout, cfg.env
     run_dir.ensure(_redacted(cfg), command)
@@ -266,6 +274,7 @@ def _run(
                 progress=reporter,
                 stop_after_infra=r.stop_after_infra or None,
                 label=f"{env_cfg.name}/{r.split}",
+                executor=executor,
             )
         finally:
             for c in built:

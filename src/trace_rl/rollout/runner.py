@@ -27,6 +27,9 @@ from trace_rl.envs.base import Domain, Environment
 from trace_rl.envs.orchestrator import EpisodeLimits, EpisodeSpec, domain_agent, run_episode
 from trace_rl.envs.users import LLMUserSimulator, UserSimulator
 from trace_rl.errors import UserError
+from trace_rl.executor.base import Executor
+from trace_rl.executor.local import LocalExecutor
+from trace_rl.executor.pool import episode_scope
 from trace_rl.models.base import ModelClient, SamplingParams
 from trace_rl.rollout.plan import Job, pending_jobs
 from trace_rl.rollout.progress import NullProgress, Progress
@@ -101,17 +104,18 @@ class EpisodeFactory:
             user = self.make_user(job, env)
             if self._tools is None:  # the same for every episode of a domain; generating them costs ~4 ms
                 self._tools = env.tool_schemas()
-            agent = domain_agent(
-                self.domain,
-                self.client,
-                system_prompt=self.system_prompt,
-                tools=self._tools,
-                sampling=self.sampling,
-                adapter=self.adapter,
-            )
-            traj = await run_episode(
-                env=env, task=job.task, agent=agent, user=user, spec=spec, limits=self.limits, judge=self.judge
-            )
+            with episode_scope():  # an endpoint pool keeps one server for the whole episode
+                agent = domain_agent(
+                    self.domain,
+                    self.client,
+                    system_prompt=self.system_prompt,
+                    tools=self._tools,
+                    sampling=self.sampling,
+                    adapter=self.adapter,
+                )
+                traj = await run_episode(
+                    env=env, task=job.task, agent=agent, user=user, spec=spec, limits=self.limits, judge=self.judge
+                )
         except UserError:
             raise
         except Exception as exc:  # one broken episode is data, not a crashed rollout
@@ -240,8 +244,12 @@ async def run_rollout(
     progress: Progress | None = None,
     stop_after_infra: int | None = None,
     label: str | None = None,
+    executor: Executor | None = None,
 ) -> RolloutResult:
-    """Run the jobs not yet done with `concurrency` episodes in flight; append each trajectory as it finishes."""
+    """Run the jobs not yet done with `concurrency` episodes in flight; append each trajectory as it finishes.
+
+    `executor` decides where an episode runs (default: on this event loop); under Ray, `concurrency` is the total
+    spread over the workers. Writing, resume and accounting stay here, in the driver, whichever runs the episodes."""
     progress = progress or NullProgress()
     label = label or f"{factory.env_name}/{factory.split}"
     pending = pending_jobs(jobs, store.latest())
@@ -251,12 +259,14 @@ async def run_rollout(
     streak = 0
     started = time.perf_counter()
 
+    run_episode = factory.run
+
     async def worker() -> None:
         nonlocal streak
         while queue and result.stopped is None:
             job = queue.popleft()
             progress.episode_started()
-            traj = await factory.run(job)
+            traj = await run_episode(job)
             writer.put(traj)
             progress.episode_finished(traj)
             result.ran += 1
@@ -277,9 +287,13 @@ async def run_rollout(
     progress.start(label, len(pending), result.resumed)
     writer_task = asyncio.create_task(writer.run())
     try:
-        async with asyncio.TaskGroup() as group:
-            for _ in range(min(concurrency, len(pending))):
-                group.create_task(worker())
+        if pending:  # nothing to run starts no workers (a resumed, finished rollout)
+            async with (
+                (executor or LocalExecutor()).episodes(factory, concurrency) as (run_episode, slots),
+                asyncio.TaskGroup() as group,
+            ):
+                for _ in range(min(slots, len(pending))):
+                    group.create_task(worker())
     except BaseExceptionGroup as errors:
         first = errors.exceptions[0]
         raise first from (None if isinstance(first, UserError) else errors)

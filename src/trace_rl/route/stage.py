@@ -133,7 +133,7 @@ def make_router(spec: RouterSpec, client: Any, model_cfg: ModelConfig | None) ->
     if model_cfg is not None and model_cfg.kind == "openai":
         import os
 
-        base_url = model_cfg.base_url or os.environ.get("OPENAI_BASE_URL")
+        base_url = next(iter(model_cfg.endpoints()), None)  # one routing call per task: the first server
         if not base_url:
             raise UserError("routing against a server needs the model's base_url")
         api_key = model_cfg.api_key or os.environ.get(model_cfg.api_key_env)

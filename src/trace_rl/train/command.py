@@ -19,7 +19,7 @@ import typer
 import yaml
 from pydantic import ValidationError
 
-from trace_rl.config import format_validation_error, load_config
+from trace_rl.config import ExecutorConfig, executor_with, format_validation_error, load_config
 from trace_rl.errors import UserError
 from trace_rl.train.config import TrainConfig
 
@@ -78,6 +78,12 @@ def train_command(
     bf16: Annotated[str | None, typer.Option("--bf16", help="auto | true | false")] = None,
     device: Annotated[str | None, typer.Option("--device", help="auto | cpu | cuda")] = None,
     sets: Annotated[list[str] | None, typer.Option("--set", help="Any TrainConfig field: key=value.")] = None,
+    executor: Annotated[
+        str | None, typer.Option("--executor", help="local | ray: one Ray task per capability (config: executor).")
+    ] = None,
+    ray_address: Annotated[
+        str | None, typer.Option("--ray-address", help="Ray cluster: auto or ray://host:10001 (default: local).")
+    ] = None,
 ) -> None:
     """Train one LoRA adapter per capability with multi-turn GRPO (stage 3)."""
     quiet_defaults()
@@ -101,7 +107,9 @@ def train_command(
     cfg = build_config(config, sets, flags)
     if held_out is not None:
         cfg = cfg.model_copy(update={"held_out_seeds": list(range(1_000_000, 1_000_000 + held_out))})
-    results = run_train(run, cfg, capability=capability, env_spec=env, mix=mix, command=" ".join(sys.argv))
+    base = load_config(config).executor if config is not None else ExecutorConfig()
+    ex = executor_with(base, executor, ray_address)
+    results = run_train(run, cfg, capability=capability, env_spec=env, mix=mix, command=" ".join(sys.argv), executor=ex)
     if not results:
         typer.echo("nothing to train: no capability environment passed calibration (see envs/*/status.json)")
     for r in results:

@@ -69,6 +69,10 @@ class DomainTrainEnv:
     def has_hint(self) -> bool:
         return bool(self.hint) or self.prefix_hint
 
+    def example_messages(self, task: Task) -> list[Message]:
+        examples = getattr(self.domain, "example_messages", None)
+        return examples() if callable(examples) else []
+
     def hint_prefix(self, task: Task) -> str | None:
         """With `prefix_hint`: the opening of the task's first gold tool call up to its first argument's value,
         `{"name": "<tool>", "arguments": {"<arg>": ` (plus the opening quote of a string value)."""
@@ -133,8 +137,8 @@ def library_family_env(family: str, *, name: str | None = None, n_train: int = 4
     Training seeds come from the library's fresh range (neither its train nor its test split); the held-out seeds are
     the family's tasks of the library's test split. The reward is shaped (0.5 · success + 0.5 · partial credit for
     gold actions and values said), as synthesized environments' are, so an uncalibrated family still gives signal.
-    Hinted episodes (`hint_fraction > 0`) start with the opening of the first gold tool call: SmolLM2-135M never
-    emits one on its own (measured P('{') ≈ 1e-5 as the first token), so without it there is nothing to learn.
+    Hinted episodes (`hint_fraction > 0`) start with the opening of the first gold tool call (off by default: with
+    the library prompt's worked examples SmolLM2-135M makes the first call on its own).
     """
     try:
         from trace_rl.envs.library import FAMILIES, fresh_train_seeds, make_task
@@ -191,8 +195,11 @@ class MixTrainEnv:
     def has_hint(self) -> bool:
         return any(e.has_hint() for e in self.envs)
 
+    def example_messages(self, task: Task) -> list[Message]:
+        return agent_examples(self._of(task), task)
+
     def agent_tools(self, env: Environment) -> list[dict[str, Any]] | None:
-        return env.tool_schemas()
+        return agent_tools(self.envs[0], env)  # the mixed environments share one target and its prompt format
 
     def scripted_user(self, task: Task) -> UserSimulator:
         return self._of(task).scripted_user(task)
@@ -207,6 +214,13 @@ def agent_tools(train_env: TrainEnv, env: Environment) -> list[dict[str, Any]] |
     """The tool schemas to render for the agent (`agent_tools` is optional on a TrainEnv)."""
     fn = getattr(train_env, "agent_tools", None)
     return fn(env) if fn is not None else env.tool_schemas()
+
+
+def agent_examples(train_env: TrainEnv, task: Task) -> list[Message]:
+    """The worked-example turns placed between the system prompt and the conversation (`example_messages` is
+    optional on a TrainEnv): training must see the prompt the agent is deployed with."""
+    fn = getattr(train_env, "example_messages", None)
+    return list(fn(task)) if fn is not None else []
 
 
 # -- environments of a run directory --------------------------------------------------------------------------------

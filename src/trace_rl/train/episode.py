@@ -46,7 +46,7 @@ from trace_rl.models.chat_format import (
     to_template_messages,
 )
 from trace_rl.models.toolcall_parse import parse_completion
-from trace_rl.train.envs import agent_tools
+from trace_rl.train.envs import agent_examples, agent_tools
 from trace_rl.train.protocol import EpisodeScore, TrainEnv
 from trace_rl.types import ErrorRecord, Message, TerminationReason, ToolCall, Trajectory
 
@@ -253,8 +253,10 @@ class _Live:
         if not self.messages:
             self.messages.append(Message(role="assistant", content=GREETING, turn=0))
         self.tools = agent_tools(train_env, self.env)
-        self.system = Message(role="system", content=train_env.system_prompt(self.task, hinted=req.hinted))
-        self.base_system = Message(role="system", content=train_env.system_prompt(self.task, hinted=False))
+        examples = agent_examples(train_env, self.task)
+        # The agent's fixed preamble: system prompt, then the environment's worked-example turns (as `domain_agent`).
+        self.system = [Message(role="system", content=train_env.system_prompt(self.task, hinted=req.hinted)), *examples]
+        self.base_system = [Message(role="system", content=train_env.system_prompt(self.task, hinted=False)), *examples]
         self.user_call_ids: set[str] = set()
         self.steps = 0
         self.n_errors = 0
@@ -325,9 +327,9 @@ class _Live:
     def start_tokens(self, codec: ChatCodec) -> None:
         """The first prompt, rendered once (and its hint-free twin, returned to the trainer)."""
         view = self.view()
-        self.result.prompt_ids = codec.prompt_ids([self.system, *view], self.tools)
+        self.result.prompt_ids = codec.prompt_ids([*self.system, *view], self.tools)
         self.result.base_prompt_ids = (
-            codec.prompt_ids([self.base_system, *view], self.tools) if self.req.hinted else self.result.prompt_ids
+            codec.prompt_ids([*self.base_system, *view], self.tools) if self.req.hinted else self.result.prompt_ids
         )
         self.context = list(self.result.prompt_ids)
 
@@ -370,7 +372,7 @@ class _Live:
         """Append the env/user delta before the next assistant turn (masked out of the loss)."""
         before = self.view(self.history_len)
         new = self.view()[len(before) :]
-        ids = codec.bridge_ids([self.system, *before], new, self.tools, stop_text=self.last_stop_text)
+        ids = codec.bridge_ids([*self.system, *before], new, self.tools, stop_text=self.last_stop_text)
         if len(self.result.completion_ids) + len(ids) >= limits.max_episode_tokens:
             self.end(TerminationReason.MAX_STEPS)
             return
@@ -452,7 +454,7 @@ class EpisodeRunner:
             res.messages = ep.messages
             res.score = await self.train_env.score(ep.env, ep.task, ep.messages, res.termination)
             if not res.prompt_ids:  # the episode ended before the agent spoke: one masked token keeps TRL happy
-                res.prompt_ids = res.base_prompt_ids = self.codec.prompt_ids([ep.base_system, *ep.view()], ep.tools)
+                res.prompt_ids = res.base_prompt_ids = self.codec.prompt_ids([*ep.base_system, *ep.view()], ep.tools)
             if not res.completion_ids:
                 res.completion_ids, res.env_mask, res.logprobs = [stop_id], [0], [0.0]
             results.append(res)
@@ -465,7 +467,7 @@ def initial_messages(train_env: TrainEnv, seed: int, limits: EpisodeLimits) -> l
     the episode would end before the agent speaks. Used to build the one-row-per-seed dataset."""
     ep = _Live(EpisodeRequest(seed=seed), train_env)
     run_sync(ep.advance(limits))
-    return None if ep.done else [ep.base_system, *ep.view()]
+    return None if ep.done else [*ep.base_system, *ep.view()]
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -39,7 +39,11 @@ class EpisodeScore(BaseModel):
 
 @runtime_checkable
 class TrainEnv(Protocol):
-    """A capability environment to train on."""
+    """A capability environment to train on.
+
+    Optional: `example_messages(task)` (worked-example turns after the system prompt) and `agent_tools(env)` (the
+    schemas to render; None when the prompt lists the tools), so training sees the prompt the agent is deployed with.
+    """
 
     name: str
 

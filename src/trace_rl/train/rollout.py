@@ -12,17 +12,21 @@ Contract with trl==1.16.0 (measured; `tests/train/test_rollout_contract.py` pins
 
 from __future__ import annotations
 
+import logging
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
+from trace_rl.errors import UserError
 from trace_rl.store import JsonlStore
 from trace_rl.train.episode import EpisodeLimits, EpisodeResult, EpisodeRunner, initial_messages
 from trace_rl.train.grouping import Group, GroupPlan, SeedTable, collect_groups, split_groups
 from trace_rl.train.protocol import TrainEnv
 from trace_rl.train.sampler import TurnSampler
 from trace_rl.types import Message
+
+log = logging.getLogger(__name__)
 
 
 def message_dicts(messages: list[Message]) -> list[dict[str, str]]:
@@ -35,11 +39,17 @@ def message_dicts(messages: list[Message]) -> list[dict[str, str]]:
 def seed_rows(
     train_env: TrainEnv, seeds: list[int], limits: EpisodeLimits, table: SeedTable
 ) -> tuple[list[dict[str, Any]], list[int]]:
-    """One dataset row per seed (`prompt`, `seed`); seeds whose prompt repeats an earlier one, or whose episode ends
-    before the agent speaks, are skipped (returned second)."""
+    """One dataset row per seed (`prompt`, `seed`); seeds whose prompt repeats an earlier one, whose episode ends
+    before the agent speaks, or whose task cannot be generated (a per-seed failure, e.g. every draw refused by the
+    leak guard) are skipped (returned second)."""
     rows, skipped = [], []
     for seed in seeds:
-        messages = initial_messages(train_env, seed, limits)
+        try:
+            messages = initial_messages(train_env, seed, limits)
+        except UserError as exc:
+            log.warning("environment %s: seed %d skipped: %s", getattr(train_env, "name", "?"), seed, exc)
+            skipped.append(seed)
+            continue
         if messages is None:
             skipped.append(seed)
             continue
@@ -77,6 +87,7 @@ class GroupRollout:
         self.trajectories = trajectories
         self.pending_stats: list[dict[str, float]] = []
         self.calls = 0
+        self._calls_at: dict[int, int] = {}  # optimizer step -> rollout_func calls made for it (this process)
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         started = time.perf_counter()
@@ -94,13 +105,14 @@ class GroupRollout:
         )
         out = self._output(groups)
         self.calls += 1
+        self._calls_at[step] = call = self._calls_at.get(step, 0) + 1
         stats = self._stats(groups)
         stats["rollout/seconds"] = time.perf_counter() - started
         stats["rollout/generation_seconds"] = self.runner.generation_s - gen0
         stats["rollout/env_seconds"] = self.runner.env_s - env0
         self.pending_stats.append(stats)
         if self.trajectories is not None:
-            self._log(groups, step)
+            self._log(groups, step, call)
         return out
 
     def _output(self, groups: list[Group]) -> dict[str, list[Any]]:
@@ -139,14 +151,16 @@ class GroupRollout:
             "tokens/prompt": float(sum(len(ep.base_prompt_ids) for ep in episodes)),
         }
 
-    def _log(self, groups: list[Group], step: int) -> None:
+    def _log(self, groups: list[Group], step: int, call: int) -> None:
+        """Ids number the calls within their optimizer step, so a step redone after a resume (killed before its
+        checkpoint) writes the same ids again: the last record wins and the rollout budget counts the step once."""
         records = []
         for gi, group in enumerate(groups):
             for k, ep in enumerate(group.episodes):
                 traj = ep.trajectory(
                     env=self.train_env.name, split="train", trial=k, capability=self.train_env.name
                 ).model_dump(mode="json")
-                traj["id"] = f"{self.train_env.name}/train/step{step}/call{self.calls}/g{gi}/{k}"
+                traj["id"] = f"{self.train_env.name}/train/step{step}/call{call}/g{gi}/{k}"
                 traj["metadata"].update(
                     {"step": step, "group": gi, "dropped": group.dropped, "seeds_tried": group.seeds_tried}
                 )

@@ -21,7 +21,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from trace_rl.config import ExecutorConfig
 from trace_rl.errors import UserError
+from trace_rl.executor import make_executor
+from trace_rl.executor.train_jobs import SUBJOB_ENV, train_job
 from trace_rl.store import RunDir
 from trace_rl.train.config import TrainConfig
 from trace_rl.train.envs import MixTrainEnv, env_from_spec, load_synthesized_env, run_envs
@@ -76,10 +79,13 @@ def run_train(
     mix: bool = False,
     backend: TrainerBackend | None = None,
     command: str | None = None,
+    executor: ExecutorConfig | None = None,
 ) -> list[AdapterResult]:
-    """Train every selected environment (or their mix) that has no finished adapter yet."""
+    """Train every selected environment (or their mix) that has no finished adapter yet.
+
+    `executor` (default local): under Ray every capability trains as its own task, in parallel, with its GPUs."""
     run = run if isinstance(run, RunDir) else RunDir(Path(run))
-    main = int(os.environ.get("RANK", "0")) == 0
+    main = int(os.environ.get("RANK", "0")) == 0 and not os.environ.get(SUBJOB_ENV)
     if main:
         run.ensure(command=command)
     chosen, skipped = select_envs(run, envs=envs, env_spec=env_spec, capability=capability)
@@ -96,13 +102,20 @@ def run_train(
     backend = backend or make_backend(cfg.backend)
     results: list[AdapterResult] = []
 
+    executor = (executor or ExecutorConfig()).for_stage("train")
+
     def train_all() -> dict[str, object]:
-        for name, env in chosen.items():
-            adapter_dir = run.root / "adapters" / name
-            if is_done(adapter_dir):
-                results.append(AdapterResult(capability=name, adapter_dir=adapter_dir, skipped=True))
-                continue
-            results.append(backend.train(env, cfg, adapter_dir=adapter_dir, work_dir=run.root / "train" / name))
+        done = {n: AdapterResult(capability=n, adapter_dir=run.root / "adapters" / n, skipped=True)
+                for n in chosen if is_done(run.root / "adapters" / n)}  # fmt: skip
+        jobs = [train_job(executor, name=n, backend=backend, env=e, cfg=cfg, run_root=run.root,
+                          from_run=envs is None and env_spec is None and not mix)
+                for n, e in chosen.items() if n not in done]  # fmt: skip
+        ex = make_executor(executor)
+        try:
+            trained = dict(zip([n for n in chosen if n not in done], ex.run_jobs(jobs), strict=True))
+        finally:
+            ex.close()
+        results.extend(done.get(n) or trained[n] for n in chosen)
         return {
             "trained": [r.capability for r in results if not r.skipped],
             "skipped_done": [r.capability for r in results if r.skipped],

@@ -34,6 +34,7 @@ from typing import Any
 
 from trace_rl.errors import UserError
 from trace_rl.store import JsonlStore, atomic_write_json
+from trace_rl.train.checkpoints import last_complete_checkpoint
 from trace_rl.train.config import TrainConfig
 from trace_rl.train.episode import ChatCodec, EpisodeLimits, EpisodeRunner, check_prefix_preserving
 from trace_rl.train.grouping import GroupPlan, SeedTable
@@ -283,7 +284,6 @@ class TRLBackend:
 
     def train(self, env: TrainEnv, cfg: TrainConfig, *, adapter_dir: Path, work_dir: Path) -> AdapterResult:
         import torch
-        from transformers.trainer_utils import get_last_checkpoint
         from trl import GRPOTrainer
 
         from trace_rl.train.evaluate_adapter import evaluate_policy, plot_before_after
@@ -368,7 +368,7 @@ class TRLBackend:
             atomic_write_json(adapter_dir / "eval_before.json", before)
         trainer.accelerator.wait_for_everyone()
 
-        last = get_last_checkpoint(str(work_dir / "checkpoints")) if (work_dir / "checkpoints").is_dir() else None
+        last = last_complete_checkpoint(work_dir / "checkpoints")  # a kill mid-save leaves a torn newest one
         trainer.train(resume_from_checkpoint=last)
         unwrapped = trainer.accelerator.unwrap_model(trainer.model)
         after = None

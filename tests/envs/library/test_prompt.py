@@ -1,13 +1,16 @@
-"""The agent's prompt is part of the domain: versioned, short, with the tool list, the policy and one worked example."""
+"""The agent's prompt is part of the domain: versioned, short, with the tool list, the policy and worked examples."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
+import itertools
 import json
 
 from trace_rl.envs.library import PROMPT_VERSION, LibraryDomain, system_prompt
-from trace_rl.envs.library.prompt import example_messages, policy_text, prompt_sha, worked_example_text
+from trace_rl.envs.library.prompt import WORKED_EXAMPLES, example_messages, policy_text, prompt_sha, worked_example_text
 from trace_rl.envs.library.tools import LibraryTools
+from trace_rl.envs.library.world import world
 from trace_rl.models.base import ModelResponse
 from trace_rl.models.toolcall_parse import parse_completion
 from trace_rl.types import Message
@@ -30,14 +33,31 @@ def test_prompt_lists_every_tool_and_the_policy_and_stays_short():
     assert len(prompt) < 4000  # roughly 900 tokens: the default model has an 8k context
 
 
-def test_worked_example_turns_are_a_real_exchange():
-    user, call, result, answer = example_messages()
-    assert (user.role, call.role, result.role, answer.role) == ("user", "assistant", "tool", "assistant")
-    assert call.tool_calls[0].name in LibraryTools.tool_methods() and result.tool_call_id == call.tool_calls[0].id
+def test_worked_examples_are_real_exchanges():
+    messages = example_messages()
+    assert [m.role for m in messages].count("user") == len(WORKED_EXAMPLES) >= 3
+    for example in WORKED_EXAMPLES:
+        for name, arguments, _ in example.steps:
+            assert name in LibraryTools.tool_methods()
+            assert set(arguments) <= set(inspect.signature(LibraryTools.tool_methods()[name]).parameters)
+    # every call is followed by its result; every exchange ends with an answer quoting its last result
+    for call, result in itertools.pairwise(messages):
+        if call.role == "assistant" and call.tool_calls:
+            assert result.role == "tool" and result.tool_call_id == call.tool_calls[0].id
+    _user, call, result, answer = messages[:4]
     assert json.loads(result.content)[0]["author"] in answer.content
     message = parse_completion(worked_example_text().splitlines()[1].removeprefix("agent: "))
     assert message.tool_calls and message.tool_calls[0].arguments == call.tool_calls[0].arguments
     assert example_messages()[1] is not call  # fresh copies: callers may mutate them
+
+
+def test_worked_examples_use_ids_the_worlds_never_generate(domain: LibraryDomain):
+    """An agent that copies an example's id must fail, not hit a real record."""
+    text = worked_example_text()
+    assert all(i in text for i in ("B090", "B091", "B092", "M0410"))
+    for seed in sorted({int(t.metadata.get("world_seed", 0)) for t in domain.tasks("test")})[:5]:
+        db = world(seed)
+        assert not {"B090", "B091", "B092"} & set(db.books) and "M0410" not in db.members
 
 
 class Recorder:
@@ -61,5 +81,6 @@ def test_make_agent_sends_system_prompt_then_example_then_conversation(domain: L
     asyncio.run(agent.act(history))
     messages, tools = client.seen[0]
     assert messages[0].role == "system" and messages[0].content == system_prompt()
-    assert messages[1:5] == example_messages() and messages[5:] == history
+    n = len(example_messages())
+    assert messages[1 : n + 1] == example_messages() and messages[n + 1 :] == history
     assert tools is None  # the prompt lists the tools

@@ -1,14 +1,17 @@
-"""The agent's prompt for the library: a system prompt (role, turn format, a compact tool list, the policy) and one
-worked example exchange given as chat turns before the conversation.
+"""The agent's prompt for the library: a system prompt (role, turn format, a compact tool list, the policy) and four
+worked example exchanges given as chat turns before the conversation.
 
 The prompt is part of the domain's definition (the same for every task) and is recorded with every run under
 `PROMPT_VERSION` and `prompt_sha()`. It is short on purpose: the default model (SmolLM2-135M-Instruct) has an 8k
 context and is slow on CPU. Tools are listed one line each, so a client whose chat template ignores `tools` needs no
 JSON schema listing (pass it no tools, or it lists them a second time).
 
-Why the example is turns and not text: measured on SmolLM2-135M (bf16, 6 samples at temperature 0.7 per request),
-the same example written inside the system prompt gave 0 JSON tool calls; as a user → tool call → tool result →
-answer exchange before the conversation, most replies were JSON calls (often with the book title as the tool name).
+Why four examples, as turns (measured on SmolLM2-135M-Instruct, first agent turn of 8 `lookup_answer` test tasks,
+greedy): with this system prompt and one example exchange, 2 of 8 replies were tool calls and none named a real
+tool (`library-agent-v1`: 0 tool calls in 106 turns of whole episodes at temperature 0.7); with three catalog lookups
+as examples, 8 of 8 were the exact gold call, with or without the policy in the prompt. The fourth example (identify
+by email, then read the record) gives the member-facing families a pattern to start from; it does not show a write,
+a confirmation or a refusal, so those stay for the agent to get from the policy.
 Pass `example_messages()` as `Agent(..., examples=...)` (or use `LibraryDomain.make_agent`).
 """
 
@@ -19,18 +22,81 @@ import inspect
 import json
 from functools import lru_cache
 from importlib import resources
+from typing import Any, NamedTuple
 
 from trace_rl.envs.library.tools import LibraryTools
 from trace_rl.envs.library.world import NOW
 from trace_rl.envs.toolkit import ToolType
 from trace_rl.types import Message, ToolCall
 
-PROMPT_VERSION = "library-agent-v1"
+PROMPT_VERSION = "library-agent-v2"
 
-EXAMPLE_QUESTION = 'Who wrote "Night Harbor"?'
-EXAMPLE_CALL = ToolCall(id="example_0", name="search_catalog", arguments={"query": "Night Harbor"})
-EXAMPLE_RESULT = [{"book_id": "B900", "title": "Night Harbor", "author": "Lena Park", "year": 2015}]
-EXAMPLE_ANSWER = '"Night Harbor" was written by Lena Park.'
+
+class WorkedExample(NamedTuple):
+    """One example exchange: the member's request, the agent's tool calls with their results, the agent's answer.
+    Its ids and titles are made up (the generated worlds use other ones)."""
+
+    request: str
+    steps: tuple[tuple[str, dict[str, Any], Any], ...]  # (tool, arguments, result)
+    answer: str
+
+
+WORKED_EXAMPLES: tuple[WorkedExample, ...] = (
+    WorkedExample(
+        'Who wrote "Night Harbor"?',
+        (
+            (
+                "search_catalog",
+                {"query": "Night Harbor"},
+                [{"book_id": "B090", "title": "Night Harbor", "author": "Lena Park", "year": 2015}],
+            ),
+        ),
+        '"Night Harbor" was written by Lena Park.',
+    ),
+    WorkedExample(
+        'What year was "The Copper Bell" published?',
+        (
+            (
+                "search_catalog",
+                {"query": "The Copper Bell"},
+                [{"book_id": "B091", "title": "The Copper Bell", "author": "Omar Reyes", "year": 1998}],
+            ),
+        ),
+        '"The Copper Bell" was published in 1998.',
+    ),
+    WorkedExample(
+        "Hi! How much do I owe in fines? My email is sam.ortiz7@mail.com.",
+        (
+            ("find_member_by_email", {"email": "sam.ortiz7@mail.com"}, "M0410"),
+            (
+                "get_member_details",
+                {"member_id": "M0410"},
+                {
+                    "member_id": "M0410",
+                    "name": "Sam Ortiz",
+                    "email": "sam.ortiz7@mail.com",
+                    "postcode": "40120",
+                    "card_status": "active",
+                    "fines": "3.50",
+                    "loans": [],
+                    "holds": [],
+                },
+            ),
+        ),
+        "Your fines are 3.50.",
+    ),
+    WorkedExample(
+        'Who wrote "Winter of Ash"?',
+        (
+            (
+                "search_catalog",
+                {"query": "Winter of Ash"},
+                [{"book_id": "B092", "title": "Winter of Ash", "author": "Ada Moreau", "year": 2003}],
+            ),
+        ),
+        '"Winter of Ash" was written by Ada Moreau.',
+    ),
+)
 
 INSTRUCTIONS = """\
 You are the circulation desk assistant of Elm Street Library. Today is {today}.
@@ -75,26 +141,27 @@ def system_prompt() -> str:
 
 
 def example_messages() -> list[Message]:
-    """The worked example, as the turns placed between the system prompt and the conversation (fresh copies)."""
-    return [
-        Message(role="user", content=EXAMPLE_QUESTION),
-        Message(role="assistant", tool_calls=[EXAMPLE_CALL.model_copy()]),
-        Message(role="tool", tool_call_id=EXAMPLE_CALL.id, name=EXAMPLE_CALL.name, content=json.dumps(EXAMPLE_RESULT)),
-        Message(role="assistant", content=EXAMPLE_ANSWER),
-    ]
+    """The worked examples, as the turns placed between the system prompt and the conversation (fresh copies)."""
+    messages: list[Message] = []
+    for n, example in enumerate(WORKED_EXAMPLES):
+        messages.append(Message(role="user", content=example.request))
+        for k, (name, arguments, result) in enumerate(example.steps):
+            call = ToolCall(id=f"example_{n}_{k}", name=name, arguments=dict(arguments))
+            messages.append(Message(role="assistant", tool_calls=[call]))
+            messages.append(Message(role="tool", tool_call_id=call.id, name=name, content=json.dumps(result)))
+        messages.append(Message(role="assistant", content=example.answer))
+    return messages
 
 
 def worked_example_text() -> str:
-    """The worked example as text (for reports and the README)."""
-    call = json.dumps({"name": EXAMPLE_CALL.name, "arguments": EXAMPLE_CALL.arguments})
-    return "\n".join(
-        [
-            f"member: {EXAMPLE_QUESTION}",
-            f"agent: {call}",
-            f"tool: {json.dumps(EXAMPLE_RESULT)}",
-            f"agent: {EXAMPLE_ANSWER}",
-        ]
-    )
+    """The worked examples as text (for reports and the README), one exchange per paragraph."""
+    blocks = []
+    for example in WORKED_EXAMPLES:
+        lines = [f"member: {example.request}"]
+        for name, arguments, result in example.steps:
+            lines += [f"agent: {json.dumps({'name': name, 'arguments': arguments})}", f"tool: {json.dumps(result)}"]
+        blocks.append("\n".join([*lines, f"agent: {example.answer}"]))
+    return "\n\n".join(blocks)
 
 
 def prompt_sha() -> str:

@@ -50,6 +50,14 @@ class CapabilityTrainEnv:
     def has_hint(self) -> bool:
         return bool(self.env.spec.hint.text.strip())
 
+    def example_messages(self, task: Task) -> list[Message]:
+        """The target's worked-example turns: training sees the prompt the agent is deployed with."""
+        return self.env.example_messages()
+
+    def agent_tools(self, env: Environment) -> list[dict[str, Any]] | None:
+        """No schemas when the target's prompt already lists the tools (as `domain_agent` decides)."""
+        return None if self.env.prompt_lists_tools else env.tool_schemas()
+
     def scripted_user(self, task: Task) -> UserSimulator:
         return self.env.scripted_user(task)
 
