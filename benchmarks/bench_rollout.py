@@ -54,11 +54,12 @@ class GoldReplayClient:
     ) -> ModelResponse:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
-        opening = next(m.text for m in messages if m.role == "user")
-        task = self.tasks_by_opening.get(opening)
+        # the first user message that opens a known task (a domain's worked-example turns come before it)
+        at = next((i for i, m in enumerate(messages) if m.role == "user" and m.text in self.tasks_by_opening), None)
+        task = self.tasks_by_opening[messages[at].text] if at is not None else None
         criteria = task.evaluation_criteria if task else None
         actions = [a for a in (criteria.actions or []) if a.requestor == "assistant"] if criteria else []
-        done = sum(1 for m in messages if m.role == "assistant" and m.tool_calls)
+        done = sum(1 for m in messages[at or 0 :] if m.role == "assistant" and m.tool_calls)
         tokens = SampledTokens(prompt_ids=list(range(64)), completion_ids=list(range(16)))
         if done < len(actions):
             action = actions[done]

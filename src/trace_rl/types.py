@@ -59,6 +59,11 @@ class Message(Record):
     )
     sampled: SampledTokens | None = Field(None, description="Backend token ids for assistant turns.")
     turn: int | None = Field(None, description="Index of the orchestrator step that produced the message.")
+    example: bool = Field(
+        False,
+        description="A worked-example turn placed before the conversation: part of the agent's prompt, not of the "
+        "episode (routing and conversation keys skip it).",
+    )
 
     @model_validator(mode="after")
     def _text_or_tools(self) -> Message:

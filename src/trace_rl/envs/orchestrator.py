@@ -46,7 +46,7 @@ class Agent:
         self.tools = tools
         self.sampling = sampling or SamplingParams()
         self.adapter = adapter
-        self.examples = list(examples or [])
+        self.examples = [m.model_copy(update={"example": True}) for m in examples or []]
 
     async def act(self, history: list[Message], *, seed: int | None = None) -> ModelResponse:
         messages = [Message(role="system", content=self.system_prompt), *self.examples, *history]

@@ -44,7 +44,7 @@ def episode_scope() -> Iterator[None]:
 def conversation_key(messages: list[Message]) -> str:
     """System prompt + first user message: the same on every turn of one episode."""
     system = next((m.text for m in messages if m.role == "system"), "")
-    first = next((m.text for m in messages if m.role == "user"), "")
+    first = next((m.text for m in messages if m.role == "user" and not m.example), "")
     return f"{system}\x00{first}"
 
 

@@ -48,9 +48,10 @@ class HeldOutSet:
 
 
 def first_user_text(messages: list[Message]) -> str | None:
-    """The text of the first user message (tool calls by the user are not text)."""
+    """The text of the first user message of the conversation (tool calls by the user are not text; worked-example
+    turns before the conversation are not part of it)."""
     for m in messages:
-        if m.role == "user" and not m.tool_calls and m.content and m.content.strip():
+        if m.role == "user" and not m.example and not m.tool_calls and m.content and m.content.strip():
             return m.content
     return None
 

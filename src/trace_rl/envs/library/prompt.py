@@ -144,12 +144,14 @@ def example_messages() -> list[Message]:
     """The worked examples, as the turns placed between the system prompt and the conversation (fresh copies)."""
     messages: list[Message] = []
     for n, example in enumerate(WORKED_EXAMPLES):
-        messages.append(Message(role="user", content=example.request))
+        messages.append(Message(role="user", content=example.request, example=True))
         for k, (name, arguments, result) in enumerate(example.steps):
             call = ToolCall(id=f"example_{n}_{k}", name=name, arguments=dict(arguments))
-            messages.append(Message(role="assistant", tool_calls=[call]))
-            messages.append(Message(role="tool", tool_call_id=call.id, name=name, content=json.dumps(result)))
-        messages.append(Message(role="assistant", content=example.answer))
+            messages.append(Message(role="assistant", tool_calls=[call], example=True))
+            messages.append(
+                Message(role="tool", tool_call_id=call.id, name=name, content=json.dumps(result), example=True)
+            )
+        messages.append(Message(role="assistant", content=example.answer, example=True))
     return messages
 
 
