@@ -34,6 +34,7 @@ def test_run_goes_through_every_stage_and_resumes(tmp_path: Path, capsys):
     for stage in ("rollout", "diagnose", "synthesize", "train", "evaluate", "report"):
         assert f"── {stage} done" in out
     assert "base   pass^1" in out and (run / "report.html").exists()
+    assert "trace  skipped: no trained capability adapters" in out  # the headline says why TRACE has no row
     text = (run / "evaluate" / "comparison.json").read_text()
     assert "base" in {a["name"] for a in json.loads(text)["arms"]}
     assert "no trained capability adapters" in text  # the tiny model passes no calibration: TRACE skipped, said why

@@ -157,6 +157,9 @@ def headline(run: RunDir) -> list[str]:
         if d1 is not None and arm["name"] != "base":
             text += f"   diff to base {d1['value']:+.3f} [{d1['low']:+.3f}, {d1['high']:+.3f}]"
         lines.append(text)
+    skipped = (data.get("details") or {}).get("skipped") or {}
+    if "trace" in skipped:
+        lines.append(f"  trace  skipped: {skipped['trace']}")
     return lines
 
 

@@ -107,13 +107,21 @@ def arm_base(ctx: EvalContext) -> ArmOutput:
 # -- TRACE -----------------------------------------------------------------------------------------------------------
 
 
+def why_no_adapters(root: Path) -> str:
+    """Why a run has no adapters: its environments all failed calibration, or `train` has not run."""
+    statuses = [json.loads(p.read_text()).get("status") for p in sorted((root / "envs").glob("*/status.json"))]
+    if statuses and "ready" not in statuses:
+        return f"none of the {len(statuses)} capability environments passed calibration (envs/*/status.json)"
+    return "run `trace-rl train`"
+
+
 def trace_spec(ctx: EvalContext) -> RouterSpec:
     """The run's router (`route/router.json`), else one built from the trained adapters (not saved)."""
     from trace_rl.route.spec import spec_from_run
 
     adapters = run_adapters(ctx.run)
     if not adapters:
-        raise ArmSkipped("no trained capability adapters (run `trace-rl train`)")
+        raise ArmSkipped(f"no trained capability adapters ({why_no_adapters(ctx.run.root)})")
     if router_path(ctx.run).exists():
         spec = load_router_spec(ctx.run)
         missing = [n for n, p in spec.adapters.items() if not (p / "adapter_config.json").is_file()]
@@ -278,7 +286,7 @@ def _rate(ctx: EvalContext, relpath: str) -> tuple[float, float]:
 def arm_single_best(ctx: EvalContext) -> ArmOutput:
     adapters = run_adapters(ctx.run)
     if not adapters:
-        raise ArmSkipped("no trained capability adapters (run `trace-rl train`)")
+        raise ArmSkipped(f"no trained capability adapters ({why_no_adapters(ctx.run.root)})")
     how = ctx.ecfg.single_best
     scores: dict[str, Any] = {}
     spent = 0
