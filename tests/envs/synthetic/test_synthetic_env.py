@@ -176,3 +176,25 @@ def test_train_env_adapter_scores_on_the_live_environment(tmp_path, library):
     fresh.reset(task)
     miss = asyncio.run(train_env.score(fresh, task, msgs, TerminationReason.USER_STOP))
     assert miss.breakdown["db"] == 0.0 and not miss.success and miss.shaped < 1.0
+
+
+def test_lowering_the_difficulty_knob_favours_the_easier_evidence_families(tmp_path, library):
+    """Calibration's `too_hard` move (knob 1 → 0) shifts a mixed environment toward the families the base can solve;
+    `too_easy` (knob 2) shifts it the other way."""
+    from trace_rl.envs.synthetic.generators import LibraryVariants
+
+    env = build(tmp_path, library, "structured_data_reasoning")
+    mixed = {"lookup_answer": 1, "copy_selection": 4, "multi_step": 2}
+    spec = env.spec.model_copy(
+        update={"generator": env.spec.generator.model_copy(update={"params": {"families": mixed}})}
+    )
+
+    def lookup_share(knob: int) -> float:
+        gen = LibraryVariants(
+            spec.model_copy(update={"generator": spec.generator.model_copy(update={"difficulty": knob})}), library[1]
+        )
+        weights = dict(zip(gen.families, gen.weights, strict=True))
+        return weights["lookup_answer"] / sum(weights.values())
+
+    assert lookup_share(1) == pytest.approx(1 / 7)  # the default knob keeps the evidence weights
+    assert lookup_share(0) > 0.6 > lookup_share(1) > lookup_share(2)

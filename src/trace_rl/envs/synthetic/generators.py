@@ -43,7 +43,13 @@ def synthetic_task_id(name: str, seed: int) -> str:
 
 # -- library ---------------------------------------------------------------------------------------------------------
 class LibraryVariants:
-    """params: `families` {family: weight}; `tries` per seed to land on the target difficulty (default 6)."""
+    """params: `families` {family: weight}; `tries` per seed to land on the target difficulty (default 6).
+
+    The difficulty knob (default 1) also re-weights the families: weight × 4^((knob − 1) · level), where level is the
+    rank of the family's easiest variant (lookup 0 … multi-step 2). So when calibration finds an environment too hard
+    and moves the knob to 0, the evidence families the base can sometimes solve dominate (a calibration move of
+    trace-rl's own: the released code asks the author LLM to rewrite the generator instead).
+    """
 
     def __init__(self, spec: EnvSpec, target: Domain) -> None:
         from trace_rl.envs.library import make_task
@@ -54,8 +60,11 @@ class LibraryVariants:
         fams = spec.generator.params.get("families") or {}
         if not fams:
             raise UserError(f"capability env '{spec.name}': library_variants needs params.families")
+        from trace_rl.envs.library.families import FAMILY_LEVELS
+
         self.families = sorted(fams)
-        self.weights = [float(fams[f]) for f in self.families]
+        shift = spec.generator.difficulty - 1
+        self.weights = [float(fams[f]) * 4.0 ** (shift * FAMILY_LEVELS.get(f, 1)) for f in self.families]
         self.tries = int(spec.generator.params.get("tries", 4))
         from trace_rl.envs.library.splits import SEED_STRIDE, SPLIT_OFFSET, SPLIT_RANGE, SplitOptions
 

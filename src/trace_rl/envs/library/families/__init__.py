@@ -32,6 +32,7 @@ _MODULES: tuple[ModuleType, ...] = (
 FAMILY_MODULES: dict[str, ModuleType] = {m.NAME: m for m in _MODULES}
 FAMILIES: tuple[str, ...] = tuple(FAMILY_MODULES)
 CAPABILITY_TYPES: dict[str, str] = {m.NAME: m.CAPABILITY for m in _MODULES}
+FAMILY_LEVELS: dict[str, int] = {m.NAME: m.LEVEL for m in _MODULES}
 
 
 def make_task(family: str, seed: int) -> Task:
@@ -45,4 +46,4 @@ def make_task(family: str, seed: int) -> Task:
     return build_task(family=family, seed=seed, capability=module.CAPABILITY, base=base, scenario=scenario, draft=draft)
 
 
-__all__ = ["CAPABILITY_TYPES", "FAMILIES", "make_task"]
+__all__ = ["CAPABILITY_TYPES", "FAMILIES", "FAMILY_LEVELS", "make_task"]

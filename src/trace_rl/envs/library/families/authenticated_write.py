@@ -30,6 +30,7 @@ from trace_rl.envs.library.world import LATE_FEE_PER_DAY, NOW, iso, money
 
 NAME = "authenticated_write"
 CAPABILITY = "tool_calling_precision"
+LEVEL = 1  # difficulty rank of the family's easiest variant (0 trivial … 3 hard)
 VARIANTS = ("renew", "pay_fine", "cancel_hold", "place_hold", "return")
 
 

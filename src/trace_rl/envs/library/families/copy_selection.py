@@ -21,6 +21,7 @@ from trace_rl.envs.library.world import FORMATS, LOAN_DAYS, NOW, iso
 
 NAME = "copy_selection"
 CAPABILITY = "structured_data_reasoning"
+LEVEL = 2  # difficulty rank of the family's easiest variant (0 trivial … 3 hard)
 VARIANTS = {"format": 3, "language_newest": 2}
 
 

@@ -16,6 +16,7 @@ from trace_rl.envs.library.scenario import UserScript
 
 NAME = "lookup_answer"
 CAPABILITY = "tool_calling_precision"
+LEVEL = 0  # difficulty rank of the family's easiest variant (0 trivial … 3 hard)
 VARIANTS = {"author": 3, "year": 1}
 
 

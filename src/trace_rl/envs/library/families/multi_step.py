@@ -17,6 +17,7 @@ from trace_rl.envs.library.scenario import UserScript
 
 NAME = "multi_step"
 CAPABILITY = "multi_step_completion"
+LEVEL = 2  # difficulty rank of the family's easiest variant (0 trivial … 3 hard)
 
 
 def pick_kinds(rng: random.Random) -> list[str]:

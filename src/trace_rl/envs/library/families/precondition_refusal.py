@@ -29,6 +29,7 @@ from trace_rl.envs.library.world import NOW, iso, money
 
 NAME = "precondition_refusal"
 CAPABILITY = "precondition_verification"
+LEVEL = 2  # difficulty rank of the family's easiest variant (0 trivial … 3 hard)
 VARIANTS = ("fines", "card", "renewal_limit", "renewal_held", "hold_available", "reference_only")
 
 
