@@ -66,3 +66,12 @@ def test_model_specs():
     assert model_from_spec("smollm2-135m")[1].kind == "local"
     with pytest.raises(UserError, match="unknown model 'gpt-9'"):
         model_from_spec("gpt-9")
+
+
+def test_manifest_command_line_can_be_retyped():
+    from trace_rl.cli import _command_line
+
+    line = _command_line("rollout", {"config": "c.yaml", "task": (), "split": ["train", "test"], "progress": "auto",
+                                     "resume": True, "dry_run": False})  # fmt: skip
+    assert line == "trace-rl rollout --config c.yaml --split train --split test --progress auto --resume"
+    assert _command_line("rollout", {"task": ("t 1",)}) == "trace-rl rollout --task 't 1'"

@@ -41,6 +41,17 @@ def test_atomic_write_replaces_whole_file(tmp_path: Path):
     assert [p.name for p in target.parent.iterdir()] == ["f.json"]  # no temp files left behind
 
 
+def test_atomic_write_leaves_the_mode_a_plain_write_would(tmp_path: Path):
+    fresh = tmp_path / "fresh.json"
+    atomic_write_json(fresh, {"v": 1})
+    plain = tmp_path / "plain.json"
+    plain.write_text("{}")
+    assert fresh.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777  # not mkstemp's 0600
+    os.chmod(fresh, 0o640)
+    atomic_write_json(fresh, {"v": 2})
+    assert fresh.stat().st_mode & 0o777 == 0o640  # an existing file keeps its mode
+
+
 def test_atomic_write_under_kill_leaves_old_or_new(tmp_path: Path):
     target = tmp_path / "big.txt"
     atomic_write_text(target, "old" * 10)

@@ -70,11 +70,11 @@ def _command_line(name: str, params: dict[str, Any]) -> str:
     words = ["trace-rl", name]
     for key, value in params.items():
         flag = "--" + key.replace("_", "-")
-        if value is None or value is False or value == []:
+        if value is None or value is False or value == [] or value == ():
             continue
         if value is True:
             words.append(flag)
-        elif isinstance(value, list):
+        elif isinstance(value, list | tuple):
             for item in value:
                 words += [flag, str(item)]
         else:

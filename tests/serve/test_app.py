@@ -12,6 +12,7 @@ import pytest
 from trace_rl.route.router import FixedRouter, ScriptedRouter
 from trace_rl.serve.app import conversation_key, create_app
 from trace_rl.serve.backends import VLLMBackend
+from trace_rl.types import Message
 
 from .fake_vllm import fake_vllm
 
@@ -75,6 +76,34 @@ def test_conversation_key_sources() -> None:
         ],
     }
     assert conversation_key(parts, {}) == k1  # content parts flatten to the same text
+
+
+def test_worked_example_turns_are_not_the_conversation_opening() -> None:
+    """A few-shot client (trace-rl's own agents) sends the same example exchange before every conversation: routing
+    and the key use the first user message after it, so two conversations get two routes."""
+    from trace_rl.models.chat_format import to_openai_messages
+    from trace_rl.serve.wire import messages_from_openai
+
+    shots = [Message(role="user", content="[A] an example question", example=True),
+             Message(role="assistant", content="an example answer", example=True)]  # fmt: skip
+
+    def body(opening: str) -> dict[str, Any]:
+        own = [Message(role="system", content="be brief"), *shots, Message(role="user", content=opening)]
+        return {"model": "trace", "messages": to_openai_messages(own)}
+
+    b1, b2 = body("[B] where is my book"), body("hello")
+    assert [m.get("name") for m in b1["messages"]] == [None, "example_user", "example_assistant", None]
+    assert conversation_key(b1, {}) != conversation_key(b2, {})
+    assert [m.example for m in messages_from_openai(b1["messages"])] == [False, True, True, False]
+    router = ScriptedRouter(RULES)
+    app, upstream = _proxy(router)
+
+    async def main() -> None:
+        r1, r2 = await _post(app, b1), await _post(app, b2)
+        assert r1.headers["x-trace-adapter"] == "b" and r2.headers["x-trace-adapter"] == "base"
+
+    asyncio.run(main())
+    assert [b["model"] for b in upstream.state.bodies] == ["b", "tiny"]
 
 
 def test_odd_user_fields_are_hashed_in_headers() -> None:

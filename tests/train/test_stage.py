@@ -66,6 +66,18 @@ def test_mix_baseline_trains_one_adapter_on_all_envs(run):
     assert [t.metadata["seed"] for t in tasks] == [0, 0, 1, 1]  # each environment gets its own seed stream
 
 
+def test_env_spec_list_trains_each_family_or_their_mix(run):
+    backend = FakeBackend()
+    spec = "library:lookup_answer, library:copy_selection"
+    results = stage_mod.run_train(run, TrainConfig(max_steps=1), env_spec=spec, backend=backend)
+    assert [r.capability for r in results] == ["lookup_answer", "copy_selection"]
+    (mixed,) = stage_mod.run_train(run, TrainConfig(max_steps=1), env_spec=spec, mix=True, backend=backend)
+    name, env = backend.trained[-1]
+    assert name == mixed.capability == "multi" and [e.name for e in env.envs] == ["lookup_answer", "copy_selection"]
+    with pytest.raises(UserError, match="unknown training environment 'toy:x'"):
+        stage_mod.run_train(run, TrainConfig(max_steps=1), env_spec="library:lookup_answer,toy:x", backend=backend)
+
+
 def test_config_precedence_and_one_line_errors(tmp_path, capsys):
     yaml_file = tmp_path / "c.yaml"
     yaml_file.write_text("stages:\n  train:\n    max_steps: 7\n    learning_rate: 0.001\n    lora_r: 4\n")

@@ -73,29 +73,40 @@ def tools_system_text(tools: list[dict[str, Any]]) -> str:
     )
 
 
+EXAMPLE_NAME_PREFIX = "example_"
+
+
 def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
-    """Messages in the OpenAI chat-completions wire format (tool-call arguments as JSON strings)."""
+    """Messages in the OpenAI chat-completions wire format (tool-call arguments as JSON strings).
+
+    Worked-example user and assistant turns carry `name: example_user / example_assistant` (the OpenAI few-shot
+    convention), so a routing proxy can tell them from the conversation's own turns; chat templates ignore `name`."""
     out: list[dict[str, Any]] = []
     for m in messages:
-        if m.role == "tool":
-            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content or ""})
-        elif m.role == "assistant" and m.tool_calls:
-            calls = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    # Arguments that did not parse go back as {}: servers (vLLM) json-decode them and reject bad JSON.
-                    "function": {
-                        "name": c.name,
-                        "arguments": json.dumps(c.arguments if c.parse_error is None else {}, ensure_ascii=False),
-                    },
-                }
-                for c in m.tool_calls
-            ]
-            out.append({"role": "assistant", "content": m.thought or None, "tool_calls": calls})
-        else:
-            out.append({"role": m.role, "content": render_message_text(m)})
+        out.append(_openai_message(m))
+        if m.example and m.role in ("user", "assistant"):
+            out[-1]["name"] = f"{EXAMPLE_NAME_PREFIX}{m.role}"
     return out
+
+
+def _openai_message(m: Message) -> dict[str, Any]:
+    if m.role == "tool":
+        return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content or ""}
+    if m.role == "assistant" and m.tool_calls:
+        calls = [
+            {
+                "id": c.id,
+                "type": "function",
+                # Arguments that did not parse go back as {}: servers (vLLM) json-decode them and reject bad JSON.
+                "function": {
+                    "name": c.name,
+                    "arguments": json.dumps(c.arguments if c.parse_error is None else {}, ensure_ascii=False),
+                },
+            }
+            for c in m.tool_calls
+        ]
+        return {"role": "assistant", "content": m.thought or None, "tool_calls": calls}
+    return {"role": m.role, "content": render_message_text(m)}
 
 
 def to_template_messages(messages: list[Message], *, inline_tool_calls: bool) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 from trace_rl.models.base import ModelResponse, SamplingParams
+from trace_rl.models.chat_format import EXAMPLE_NAME_PREFIX
 from trace_rl.models.toolcall_parse import parse_arguments
 from trace_rl.types import Message, ToolCall
 
@@ -52,10 +53,17 @@ def chat_messages(body: Any) -> list[dict[str, Any]]:
     return messages
 
 
+def is_example(message: dict[str, Any]) -> bool:
+    """A worked-example turn before the conversation (`name: example_user`, the OpenAI few-shot convention)."""
+    name = message.get("name")
+    return isinstance(name, str) and name.startswith(EXAMPLE_NAME_PREFIX)
+
+
 def first_turn(messages: list[dict[str, Any]]) -> tuple[str | None, str]:
-    """(system prompt or None, first user message): what routing and the conversation key are computed from."""
+    """(system prompt or None, first user message): what routing and the conversation key are computed from.
+    Worked-example turns are skipped: every conversation of a few-shot client shares them."""
     system = next((text_of(m.get("content")) for m in messages if m["role"] in ("system", "developer")), None)
-    user = next((m for m in messages if m["role"] == "user"), None)
+    user = next((m for m in messages if m["role"] == "user" and not is_example(m)), None)
     if user is None:
         raise WireError("the conversation has no user message to route on")
     return system, text_of(user.get("content"))
@@ -87,13 +95,14 @@ def messages_from_openai(messages: list[dict[str, Any]]) -> list[Message]:
         text = text_of(m.get("content"))
         try:
             if role == "assistant" and m.get("tool_calls"):
-                out.append(Message(role="assistant", tool_calls=_tool_calls(m["tool_calls"]), thought=text or None))
+                calls = _tool_calls(m["tool_calls"])
+                out.append(Message(role="assistant", tool_calls=calls, thought=text or None, example=is_example(m)))
             elif role == "tool":
                 if not m.get("tool_call_id"):
                     raise WireError(f"messages[{i}]: a tool message needs `tool_call_id`")
                 out.append(Message(role="tool", content=text, tool_call_id=str(m["tool_call_id"]), name=m.get("name")))
             elif role in ("system", "user", "assistant"):
-                out.append(Message(role=role, content=text))
+                out.append(Message(role=role, content=text, example=is_example(m)))
             else:
                 raise WireError(f"messages[{i}]: unknown role {m['role']!r}")
         except ValueError as exc:
@@ -185,6 +194,7 @@ __all__ = [
     "completion_json",
     "error_body",
     "first_turn",
+    "is_example",
     "messages_from_openai",
     "new_completion_id",
     "sampling_from_body",

@@ -61,7 +61,7 @@ def train_command(
     backend: Annotated[str, typer.Option("--backend", help="Training engine (trl).")] = "trl",
     config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config (section stages.train).")] = None,
     env: Annotated[
-        str | None, typer.Option("--env", help="Train on library:<family> instead of the run's synthesized envs.")
+        str | None, typer.Option("--env", help="library:<family>[,...]: train on these instead of the run's envs.")
     ] = None,
     mix: Annotated[bool, typer.Option("--mix", help="Multi-capability baseline: one adapter on all envs.")] = False,
     model: Annotated[str | None, typer.Option("--model", help="Base model: folder or alias (smollm2-135m).")] = None,

@@ -52,8 +52,8 @@ def select_envs(
     if envs is not None:
         chosen = dict(envs)
     elif env_spec is not None:
-        env = env_from_spec(env_spec)
-        chosen = {env.name: env}
+        built = [env_from_spec(one.strip()) for one in env_spec.split(",") if one.strip()]
+        chosen = {env.name: env for env in built}
     else:
         ready, not_ready = run_envs(run.root)
         skipped = [(folder.name, status) for folder, status in not_ready]
