@@ -27,13 +27,13 @@ from typing import Any
 
 from trace_rl.config import EnvConfig, ExecutorConfig
 from trace_rl.envs.library.oracle import plan
-from trace_rl.envs.orchestrator import GREETING, EpisodeLimits
+from trace_rl.engine.conversation import GREETING, EpisodeLimits
 from trace_rl.envs.registry import load_domain
 from trace_rl.executor.local import LocalExecutor
 from trace_rl.models.base import ModelResponse, SamplingParams
-from trace_rl.rollout.plan import plan_jobs
-from trace_rl.rollout.runner import EpisodeFactory, run_rollout
-from trace_rl.store import JsonlStore
+from trace_rl.engine.plan import plan_jobs
+from trace_rl.engine.runner import EpisodeFactory, run_rollout
+from trace_rl.artifacts.store import JsonlStore
 from trace_rl.types import Message
 
 ENV = {"name": "library", "options": {"n_train": 100, "n_test": 10}}

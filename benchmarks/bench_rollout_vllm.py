@@ -32,7 +32,7 @@ from trace_rl.envs.registry import load_domain
 from trace_rl.models.base import SamplingParams
 from trace_rl.models.openai_client import OpenAIClient
 from trace_rl.rollout.command import rollout
-from trace_rl.store import RunDir
+from trace_rl.artifacts.store import RunDir
 from trace_rl.types import Message, Trajectory
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -25,7 +25,7 @@ from pathlib import Path
 from trace_rl.config import EnvConfig
 from trace_rl.envs.base import ToolkitEnvironment
 from trace_rl.envs.check import check_domain
-from trace_rl.envs.orchestrator import Agent, EpisodeLimits, EpisodeSpec, run_episode
+from trace_rl.engine.conversation import Agent, EpisodeLimits, EpisodeSpec, run_episode
 from trace_rl.envs.registry import load_domain
 from trace_rl.envs.tau2.scripted import PlaybackClient, PlaybackUser, gold_messages
 

@@ -57,7 +57,7 @@ def toy_env() -> Any:
     from trace_rl.envs.base import ToolkitEnvironment
     from trace_rl.envs.toolkit import DB, ToolKit, ToolType, tool
     from trace_rl.envs.users import ScriptedUser
-    from trace_rl.train.envs import DomainTrainEnv
+    from trace_rl.training.envs import DomainTrainEnv
     from trace_rl.types import Action, EvaluationCriteria, RewardType, Task
 
     class ColorDB(DB):
@@ -102,7 +102,7 @@ def toy_env() -> Any:
 
 
 def make_env(spec: str) -> Any:
-    from trace_rl.train.envs import env_from_spec
+    from trace_rl.training.envs import env_from_spec
 
     return toy_env() if spec == "toy" else env_from_spec(spec)
 
@@ -168,8 +168,8 @@ class StepTimer:
 def worker(model: str, loop: str, steps: int, warmup: int) -> dict[str, Any]:
     import torch
 
-    from trace_rl.train.config import TrainConfig
-    from trace_rl.train.trl_backend import TRLBackend, build_dataset, grpo_args, limits_of, load_policy, lora_config
+    from trace_rl.config.train import TrainConfig
+    from trace_rl.training.trl_backend import TRLBackend, build_dataset, grpo_args, limits_of, load_policy, lora_config
 
     s = SETTINGS[model]
     cfg = TrainConfig(
@@ -194,7 +194,7 @@ def worker(model: str, loop: str, steps: int, warmup: int) -> dict[str, Any]:
     else:
         from trl import GRPOTrainer
 
-        from trace_rl.train.trl_backend import resolve_bf16
+        from trace_rl.training.trl_backend import resolve_bf16
 
         bf16 = resolve_bf16(cfg, "cpu")
         policy, tokenizer, _ = load_policy(cfg, "cpu", bf16)

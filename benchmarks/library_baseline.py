@@ -27,7 +27,7 @@ from trace_rl.config import EnvConfig, ModelConfig
 from trace_rl.envs.evaluator import action_matches
 from trace_rl.envs.library import load_domain
 from trace_rl.envs.library.domain import LibraryDomain
-from trace_rl.envs.orchestrator import EpisodeLimits, EpisodeSpec, run_episode
+from trace_rl.engine.conversation import EpisodeLimits, EpisodeSpec, run_episode
 from trace_rl.models.base import SamplingParams
 from trace_rl.types import Task, Trajectory
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from trace_rl.errors import UserError
-from trace_rl.store import JsonlStore, RunDir, atomic_write_json, atomic_write_text, read_json
+from trace_rl.artifacts.store import JsonlStore, RunDir, atomic_write_json, atomic_write_text, read_json
 
 DUMMY_STAGE = textwrap.dedent(
     """
     import sys, time
-    from trace_rl.store import JsonlStore
+    from trace_rl.artifacts.store import JsonlStore
     store = JsonlStore(sys.argv[1])
     done = store.keys()
     for i in range(int(sys.argv[2])):
@@ -56,7 +56,7 @@ def test_atomic_write_under_kill_leaves_old_or_new(tmp_path: Path):
     target = tmp_path / "big.txt"
     atomic_write_text(target, "old" * 10)
     script = (
-        "import sys\nfrom trace_rl.store import atomic_write_text\n"
+        "import sys\nfrom trace_rl.artifacts.store import atomic_write_text\n"
         "while True:\n    atomic_write_text(sys.argv[1], 'new' * 3_000_000)\n"
     )
     for delay in (0.05, 0.2, 0.4):

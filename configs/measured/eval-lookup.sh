@@ -15,7 +15,7 @@ $PY - <<'PY'
 import shutil, time
 from pathlib import Path
 from trace_rl.config import load_config
-from trace_rl.store import RunDir, atomic_write_json
+from trace_rl.artifacts.store import RunDir, atomic_write_json
 cfg = load_config(Path("configs/measured/eval-lookup.yaml"))
 run = Path("runs/eval-lookup")
 RunDir(run).ensure(config=cfg.model_dump(mode="json"), command="configs/measured/eval-lookup.sh")

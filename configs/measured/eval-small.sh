@@ -10,7 +10,7 @@ $PY - <<'PY'
 import time
 from pathlib import Path
 from trace_rl.config import load_config
-from trace_rl.store import RunDir, atomic_write_json
+from trace_rl.artifacts.store import RunDir, atomic_write_json
 cfg = load_config(Path("configs/measured/eval-small.yaml"))
 RunDir(Path("runs/eval-small")).ensure(config=cfg.model_dump(mode="json"), command="configs/measured/eval-small.sh")
 # the capability descriptions (diagnose would write them; the adapters here are library-family stand-ins)

@@ -83,7 +83,7 @@ def _command_line(name: str, params: dict[str, Any]) -> str:
 
 
 def _run_dir(run: Path | None, cfg: TraceConfig) -> Any:
-    from trace_rl.store import RunDir
+    from trace_rl.artifacts.store import RunDir
 
     return RunDir(run if run is not None else cfg.run.runs_dir / cfg.run.name)
 
@@ -194,19 +194,19 @@ def report(
 ) -> None:
     """Print the run's tables (pass^k with 95% CIs, terminations, tokens, infra failures; selected capabilities)
     and write the self-contained report.html."""
-    from trace_rl.store import RunDir
+    from trace_rl.artifacts.store import RunDir
 
     run_dir = RunDir(run)
     run_dir.manifest()  # a one-line error when this is not a run
     if (run_dir.root / "rollout" / "trajectories.jsonl").exists():
-        from trace_rl.rollout.report import report as show_report
+        from trace_rl.report.rollout_tables import report as show_report
 
         show_report(run_dir, k_max=k, samples=samples, seed=seed, as_json=as_json)
     capabilities = run_dir.root / "diagnose" / "capabilities.json"
     if capabilities.exists() and not as_json:
         from rich.console import Console
 
-        from trace_rl.diagnose.report import render
+        from trace_rl.report.capabilities import render
         from trace_rl.diagnose.stage import read_capabilities
 
         render(read_capabilities(run_dir), Console())
@@ -234,9 +234,9 @@ def view(
     ] = "rollout/trajectories.jsonl",
 ) -> None:
     """Show trajectories readably: messages, tool calls and results, reward breakdown; filter failures."""
-    from trace_rl.rollout.view import ViewFilter
-    from trace_rl.rollout.view import view as show
-    from trace_rl.store import RunDir
+    from trace_rl.report.view import ViewFilter
+    from trace_rl.report.view import view as show
+    from trace_rl.artifacts.store import RunDir
 
     flt = ViewFilter(failed=failed, infra=infra, task=task, trial=trial, id=id, env=env, split=split)
     if show(RunDir(run), flt, show_all=show_all, limit=limit or None, full=full, relpath=file) == 0:

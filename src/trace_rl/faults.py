@@ -1,7 +1,7 @@
 """Deterministic crash points, for the fault-tolerance tests (`tests/faults/`).
 
 `TRACE_RL_FAULT_AT=<event>:<path glob>:<n>` makes the process SIGKILL itself the n-th time it reaches `<event>` for a
-file whose path matches the glob (`fnmatch`, `*` crosses `/`). Events, both in `trace_rl.store`:
+file whose path matches the glob (`fnmatch`, `*` crosses `/`). Events, both in `trace_rl.artifacts.store`:
 
 - `append`: a `JsonlStore` append, right after its lines are written and fsynced (the records are on disk, whatever
   comes after them is not);

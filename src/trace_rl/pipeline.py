@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from trace_rl.config import EXECUTOR_STAGES, TraceConfig, executor_with, format_validation_error, load_config
 from trace_rl.errors import UserError
-from trace_rl.store import RunDir
+from trace_rl.artifacts.store import RunDir
 
 STAGES = ("rollout", "diagnose", "synthesize", "train", "route", "evaluate", "report")
 MIN_FREE_BYTES = 2 * 1024**3  # adapters, checkpoints and a converted model
@@ -28,11 +28,11 @@ MIN_FREE_BYTES = 2 * 1024**3  # adapters, checkpoints and a converted model
 
 def stage_section_validators() -> dict[str, Callable[[TraceConfig], Any]]:
     """Each stage's own validation of its `stages.<name>` section (imported lazily: some pull torch)."""
-    from trace_rl.diagnose.config import diagnose_config
-    from trace_rl.evaluate.config import evaluate_config
+    from trace_rl.config.diagnose import diagnose_config
+    from trace_rl.config.evaluate import evaluate_config
     from trace_rl.route.stage import route_config
-    from trace_rl.synthesize.config import synthesize_config
-    from trace_rl.train.config import TrainConfig
+    from trace_rl.config.synthesize import synthesize_config
+    from trace_rl.config.train import TrainConfig
 
     def train(cfg: TraceConfig) -> Any:
         try:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_rl.models.base import ModelResponse, SamplingParams
-from trace_rl.store import RunDir
+from trace_rl.artifacts.store import RunDir
 from trace_rl.types import (
     Action,
     EvaluationCriteria,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from trace_rl.diagnose.config import DiagnoseConfig
+from trace_rl.config.diagnose import DiagnoseConfig
 from trace_rl.diagnose.items import AnalystError
 from trace_rl.diagnose.llm import extract_json
-from trace_rl.diagnose.schema import CandidateSpec, DiscoveryOutput, Label
+from trace_rl.artifacts.capabilities import CandidateSpec, DiscoveryOutput, Label
 from trace_rl.diagnose.stage import run_diagnose
 from trace_rl.models.base import SamplingParams
 from trace_rl.types import Message

@@ -12,12 +12,12 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from trace_rl.diagnose.command import diagnose_command
-from trace_rl.diagnose.config import DiagnoseConfig, diagnose_config, is_test_split
-from trace_rl.diagnose.report import capabilities_dict, capabilities_table, render, run_capabilities_dict
+from trace_rl.config.diagnose import DiagnoseConfig, diagnose_config, is_test_split
+from trace_rl.report.capabilities import capabilities_dict, capabilities_table, render, run_capabilities_dict
 from trace_rl.diagnose.stage import read_capabilities, run_diagnose
 from trace_rl.diagnose.summaries import pack, summarize, truncate
 from trace_rl.errors import UserError
-from trace_rl.store import RunDir
+from trace_rl.artifacts.store import RunDir
 
 from .diagnose_helpers import TASKS, WRITE_KINDS, clean, cleans, planted, register_desk, write_run
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from trace_rl.diagnose.config import DiagnoseConfig
+from trace_rl.config.diagnose import DiagnoseConfig
 from trace_rl.diagnose.items import DiagnosisItem
-from trace_rl.diagnose.schema import Label
+from trace_rl.artifacts.capabilities import Label
 from trace_rl.diagnose.stage import run_diagnose
 from trace_rl.diagnose.structural import (
     CAPABILITIES,

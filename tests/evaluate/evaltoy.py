@@ -24,8 +24,8 @@ from trace_rl.envs.registry import register_domain
 from trace_rl.envs.users import ScriptedUser
 from trace_rl.errors import InfraError
 from trace_rl.models.base import ModelResponse, SamplingParams
-from trace_rl.rollout.plan import trial_seeds
-from trace_rl.store import RunDir, atomic_write_json
+from trace_rl.engine.plan import trial_seeds
+from trace_rl.artifacts.store import RunDir, atomic_write_json
 from trace_rl.types import Action, EvaluationCriteria, Message, Task, ToolCall
 
 SEED = 300

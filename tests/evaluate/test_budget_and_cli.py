@@ -36,7 +36,7 @@ def test_matched_steps_and_curve_steps() -> None:
 def test_commands_map_flags_to_configs(tmp_path: Path, monkeypatch) -> None:
     from trace_rl.evaluate import stage as eval_stage
     from trace_rl.evaluate.command import evaluate_command
-    from trace_rl.report.schemas import Comparison
+    from trace_rl.artifacts.evaluation import Comparison
     from trace_rl.route import stage as route_stage
     from trace_rl.route.command import route_command
 
@@ -64,7 +64,7 @@ def test_commands_map_flags_to_configs(tmp_path: Path, monkeypatch) -> None:
 
     def fake_route(run_dir, cfg, rcfg, **kw):
         seen["rcfg"] = rcfg
-        from trace_rl.report.schemas import Estimate, RoutingAccuracy
+        from trace_rl.artifacts.evaluation import Estimate, RoutingAccuracy
 
         return RoutingAccuracy(truth="t", labels=["cap_a", "base"], confusion=[[1, 1], [0, 0]],
                                accuracy=Estimate(value=0.5, low=0.0, high=1.0), n_tasks=2, base_rate=0.5)  # fmt: skip

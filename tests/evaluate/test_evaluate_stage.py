@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from trace_rl.errors import UserError
-from trace_rl.evaluate.config import EvaluateConfig
+from trace_rl.config.evaluate import EvaluateConfig
 from trace_rl.evaluate.stage import run_evaluate
-from trace_rl.report.schemas import COMPARISON_FILE, Comparison
-from trace_rl.route.router import ScriptedRouter
+from trace_rl.artifacts.evaluation import COMPARISON_FILE, Comparison
+from trace_rl.routing.router import ScriptedRouter
 
 from .evaltoy import AdapterPolicy, FakeBackend, amount, make_run, trace_config
 

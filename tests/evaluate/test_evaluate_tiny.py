@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from trace_rl.config import EnvConfig, ModelConfig, TraceConfig
-from trace_rl.evaluate.config import EvaluateConfig
+from trace_rl.config.evaluate import EvaluateConfig
 from trace_rl.evaluate.stage import run_evaluate
-from trace_rl.store import RunDir, atomic_write_json
+from trace_rl.artifacts.store import RunDir, atomic_write_json
 
 pytestmark = pytest.mark.slow
 

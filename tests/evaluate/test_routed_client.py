@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 
 from trace_rl.envs.library.prompt import example_messages
-from trace_rl.envs.orchestrator import Agent
+from trace_rl.engine.conversation import Agent
 from trace_rl.evaluate.episodes import RoutedClient
-from trace_rl.executor.pool import conversation_key
+from trace_rl.models.pool import conversation_key
 from trace_rl.models.scripted import ScriptedClient
-from trace_rl.route.router import ScriptedRouter
+from trace_rl.routing.router import ScriptedRouter
 from trace_rl.types import Message
 
 

@@ -16,11 +16,11 @@ from typing import Any
 
 from trace_rl.config import EnvConfig, TraceConfig
 from trace_rl.envs.library.oracle import plan
-from trace_rl.envs.orchestrator import GREETING
+from trace_rl.engine.conversation import GREETING
 from trace_rl.envs.registry import load_domain
 from trace_rl.models.base import ModelResponse, SamplingParams
-from trace_rl.store import atomic_write_json
-from trace_rl.train.protocol import AdapterResult
+from trace_rl.artifacts.store import atomic_write_json
+from trace_rl.training.protocol import AdapterResult
 from trace_rl.types import Message
 
 LIBRARY = {"name": "library", "options": {"n_train": 12, "n_test": 8}, "max_steps": 30, "max_errors": 5}

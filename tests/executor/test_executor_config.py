@@ -10,8 +10,8 @@ import pytest
 from trace_rl.config import ExecutorConfig, ModelConfig, TraceConfig, executor_with, load_config
 from trace_rl.errors import UserError
 from trace_rl.executor import LocalExecutor, WorkJob, make_executor
-from trace_rl.executor.pool import EndpointPool, episode_scope
-from trace_rl.executor.train_jobs import accelerate_command, train_job
+from trace_rl.models.pool import EndpointPool, episode_scope
+from trace_rl.training.launcher import accelerate_command, train_job
 from trace_rl.models.base import ModelResponse
 from trace_rl.types import Message
 

@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 
 from trace_rl.config import ExecutorConfig
-from trace_rl.envs.orchestrator import EpisodeLimits
+from trace_rl.engine.conversation import EpisodeLimits
 from trace_rl.envs.registry import load_domain
-from trace_rl.evaluate.config import EvaluateConfig
+from trace_rl.config.evaluate import EvaluateConfig
 from trace_rl.evaluate.stage import run_evaluate
 from trace_rl.rollout.command import rollout
-from trace_rl.rollout.plan import plan_jobs
-from trace_rl.rollout.runner import EpisodeFactory, run_rollout
-from trace_rl.store import JsonlStore, RunDir
-from trace_rl.train.config import TrainConfig
+from trace_rl.engine.plan import plan_jobs
+from trace_rl.engine.runner import EpisodeFactory, run_rollout
+from trace_rl.artifacts.store import JsonlStore, RunDir
+from trace_rl.config.train import TrainConfig
 from trace_rl.train.stage import run_train
 
 from .helpers import GoldClient, MarkerBackend, NamedEnv, config, openings, stable

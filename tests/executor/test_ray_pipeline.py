@@ -10,9 +10,9 @@ import pytest
 
 from trace_rl.cli import main
 from trace_rl.config import ExecutorConfig
-from trace_rl.store import RunDir
-from trace_rl.train.config import TrainConfig
-from trace_rl.train.envs import env_from_spec
+from trace_rl.artifacts.store import RunDir
+from trace_rl.config.train import TrainConfig
+from trace_rl.training.envs import env_from_spec
 from trace_rl.train.stage import run_train
 
 from .helpers import stable

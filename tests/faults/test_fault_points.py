@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from trace_rl.faults import ENV_VAR, parse
-from trace_rl.train.checkpoints import last_complete_checkpoint
+from trace_rl.training.checkpoints import last_complete_checkpoint
 
 WRITER = """
 import sys
-from trace_rl.store import JsonlStore, atomic_write_json
+from trace_rl.artifacts.store import JsonlStore, atomic_write_json
 folder = sys.argv[1]
 for i in range(1, 6):
     JsonlStore(folder + "/x.jsonl").append([{"id": str(i)}])

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from trace_rl.store import RunDir
+from trace_rl.artifacts.store import RunDir
 
 from .synthetic import build_synthetic_run
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from trace_rl.diagnose.schema import CapabilitiesFile, SelectionParams
+from trace_rl.artifacts.capabilities import CapabilitiesFile, SelectionParams
 from trace_rl.report import plots
-from trace_rl.report.schemas import (
+from trace_rl.artifacts.evaluation import (
     ArmResult,
     BudgetPoint,
     Comparison,
@@ -19,8 +19,8 @@ from trace_rl.report.schemas import (
     RoutedTask,
     RoutingAccuracy,
 )
-from trace_rl.route.spec import RouterSpec, make_options, router_path
-from trace_rl.store import JsonlStore, RunDir, atomic_write_json
+from trace_rl.routing.spec import RouterSpec, make_options, router_path
+from trace_rl.artifacts.store import JsonlStore, RunDir, atomic_write_json
 from trace_rl.types import (
     Capability,
     ErrorRecord,

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from trace_rl.report.html import write_html_report
-from trace_rl.store import RunDir
+from trace_rl.artifacts.store import RunDir
 
 PROBE = """<script>
 window.addEventListener('load', () => {

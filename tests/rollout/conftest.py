@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from trace_rl.store import RunDir
+from trace_rl.artifacts.store import RunDir
 
 from .toy import ToyDomain, register_toy
 

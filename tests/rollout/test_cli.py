@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from trace_rl.cli import main
-from trace_rl.store import JsonlStore
+from trace_rl.artifacts.store import JsonlStore
 
 from .fake_openai import FakeOpenAI
 

@@ -7,7 +7,7 @@ import pytest
 from trace_rl.config import ModelConfig, TraceConfig
 from trace_rl.errors import UserError
 from trace_rl.rollout.command import rollout
-from trace_rl.rollout.plan import load_plans
+from trace_rl.engine.plan import load_plans
 from trace_rl.types import Trajectory
 
 from .fake_openai import FakeOpenAI
@@ -155,7 +155,7 @@ def test_local_backend_records_token_ids_with_and_without_adapter(tmp_path):
     pytest.importorskip("torch", reason="the local backend needs the [train] extra")
     from trace_rl.models.resolve import tiny_path
     from trace_rl.models.tiny import make_lora_adapter
-    from trace_rl.store import RunDir
+    from trace_rl.artifacts.store import RunDir
 
     adapter = make_lora_adapter(tiny_path(), tmp_path / "lora-x", r=4, seed=3)
     for name in (None, "x"):

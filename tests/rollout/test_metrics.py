@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from trace_rl.rollout.metrics import TaskOutcome, bootstrap_ci, pass_hat_k, pass_k_table, summarize
+from trace_rl.stats import TaskOutcome, bootstrap_ci, pass_hat_k, pass_k_table, summarize
 
 
 def test_pass_hat_k_hand_values():

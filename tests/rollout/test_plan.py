@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trace_rl.errors import UserError
-from trace_rl.rollout.plan import check_identity, load_plans, pending_jobs, plan_jobs, record_plan, trial_seeds
+from trace_rl.engine.plan import check_identity, load_plans, pending_jobs, plan_jobs, record_plan, trial_seeds
 from trace_rl.types import Task
 
 

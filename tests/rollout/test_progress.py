@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from trace_rl.rollout.progress import PlainProgress, RichProgress, make_progress
+from trace_rl.engine.progress import PlainProgress, RichProgress, make_progress
 from trace_rl.types import TokenCounts, Trajectory
 
 

@@ -11,7 +11,7 @@ from rich.console import Console
 from trace_rl.config import TraceConfig
 from trace_rl.errors import UserError
 from trace_rl.rollout.command import rollout
-from trace_rl.rollout.report import report
+from trace_rl.report.rollout_tables import report
 
 from .toy import ToyPolicy
 

@@ -7,9 +7,9 @@ import io
 
 from rich.console import Console
 
-from trace_rl.rollout.plan import TRAJECTORIES, plan_jobs
-from trace_rl.rollout.runner import EpisodeFactory, run_rollout
-from trace_rl.rollout.view import ViewFilter, view
+from trace_rl.engine.plan import TRAJECTORIES, plan_jobs
+from trace_rl.engine.runner import EpisodeFactory, run_rollout
+from trace_rl.report.view import ViewFilter, view
 
 from .toy import ToyPolicy
 

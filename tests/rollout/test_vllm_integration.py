@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from trace_rl.cli import main
-from trace_rl.store import JsonlStore
+from trace_rl.artifacts.store import JsonlStore
 from trace_rl.types import Trajectory
 
 from .tau2_data import needs_tau2

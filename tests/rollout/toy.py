@@ -18,7 +18,7 @@ from trace_rl.envs.toolkit import DB, ToolKit, ToolType, tool
 from trace_rl.envs.users import ScriptedUser
 from trace_rl.errors import InfraError
 from trace_rl.models.base import ModelResponse, SamplingParams
-from trace_rl.rollout.plan import trial_seeds
+from trace_rl.engine.plan import trial_seeds
 from trace_rl.types import Action, EvaluationCriteria, Message, SampledTokens, Task, ToolCall
 
 

@@ -11,12 +11,12 @@ import pytest
 
 from trace_rl.config import EnvConfig, ModelConfig, TraceConfig
 from trace_rl.errors import UserError
-from trace_rl.report.schemas import ACCURACY_FILE, RoutedTask, RoutingAccuracy
+from trace_rl.artifacts.evaluation import ACCURACY_FILE, RoutedTask, RoutingAccuracy
 from trace_rl.route.accuracy import accuracy_report, confusion_matrix, format_confusion, oracle_figures
-from trace_rl.route.router import ScriptedRouter
-from trace_rl.route.spec import BASE, load_router_spec
+from trace_rl.routing.router import ScriptedRouter
+from trace_rl.routing.spec import BASE, load_router_spec
 from trace_rl.route.stage import RouteConfig, run_route
-from trace_rl.store import RunDir, atomic_write_json
+from trace_rl.artifacts.store import RunDir, atomic_write_json
 
 
 def test_confusion_and_accuracy_by_hand() -> None:
@@ -63,7 +63,7 @@ def library_run(tmp_path: Path) -> RunDir:
     `lookup_answer` family stand-in (no envs/ folder)."""
     from trace_rl.envs.registry import load_domain
     from trace_rl.envs.synthetic import load_capability_env
-    from trace_rl.synthesize.config import SynthesizeConfig
+    from trace_rl.config.synthesize import SynthesizeConfig
     from trace_rl.synthesize.evidence import Evidence
     from trace_rl.synthesize.from_target import target_spec
     from trace_rl.types import Capability

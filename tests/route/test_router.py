@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from trace_rl.errors import InfraError, UserError
-from trace_rl.route.prompt import condense_trajectory, routing_messages
-from trace_rl.route.router import (
+from trace_rl.routing.prompt import condense_trajectory, routing_messages
+from trace_rl.routing.router import (
     FixedRouter,
     LabelLogitRouter,
     LocalLogitScorer,
@@ -22,8 +22,8 @@ from trace_rl.route.router import (
     ServerChoiceScorer,
     api_root,
 )
-from trace_rl.route.spec import BASE, RouterSpec, load_router_spec, make_options, router_path, spec_from_run
-from trace_rl.store import RunDir, atomic_write_json
+from trace_rl.routing.spec import BASE, RouterSpec, load_router_spec, make_options, router_path, spec_from_run
+from trace_rl.artifacts.store import RunDir, atomic_write_json
 from trace_rl.types import Message, ToolCall, Trajectory
 
 

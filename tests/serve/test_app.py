@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from trace_rl.route.router import FixedRouter, ScriptedRouter
+from trace_rl.routing.router import FixedRouter, ScriptedRouter
 from trace_rl.serve.app import conversation_key, create_app
 from trace_rl.serve.backends import VLLMBackend
 from trace_rl.types import Message

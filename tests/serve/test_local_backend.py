@@ -13,12 +13,12 @@ import pytest
 from trace_rl.config import ModelConfig
 from trace_rl.errors import UserError
 from trace_rl.models.base import SamplingParams
-from trace_rl.route.router import LabelLogitRouter, ScriptedRouter
-from trace_rl.route.spec import BASE, RouterSpec, make_options, router_path
+from trace_rl.routing.router import LabelLogitRouter, ScriptedRouter
+from trace_rl.routing.spec import BASE, RouterSpec, make_options, router_path
 from trace_rl.serve.app import create_app
 from trace_rl.serve.backends import LocalBackend
 from trace_rl.serve.command import build_app, serve_command
-from trace_rl.store import RunDir
+from trace_rl.artifacts.store import RunDir
 from trace_rl.types import Message
 
 CAPS = ("verify_first", "exact_ids")
@@ -138,8 +138,8 @@ def test_build_app_for_vllm_and_unserved_warning(
 ) -> None:
     import uvicorn
 
-    from trace_rl.route.router import ServerChoiceScorer
-    from trace_rl.route.spec import load_router_spec
+    from trace_rl.routing.router import ServerChoiceScorer
+    from trace_rl.routing.spec import load_router_spec
     from trace_rl.serve.command import unserved_options
     from trace_rl.serve.vllm_process import free_port
 

@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from trace_rl.route.router import FixedRouter, LabelLogitRouter, ScriptedRouter
-from trace_rl.route.spec import BASE, RouterSpec, make_options
+from trace_rl.routing.router import FixedRouter, LabelLogitRouter, ScriptedRouter
+from trace_rl.routing.spec import BASE, RouterSpec, make_options
 from trace_rl.serve.app import create_app
 from trace_rl.serve.backends import VLLMBackend
 from trace_rl.serve.vllm_process import VLLMServer, free_port, vllm_python, vllm_unavailable_reason

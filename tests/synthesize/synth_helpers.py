@@ -11,7 +11,7 @@ from typing import Any
 
 from trace_rl.envs.synthetic import load_capability_env
 from trace_rl.models.base import ModelResponse, SamplingParams
-from trace_rl.store import RunDir, atomic_write_json
+from trace_rl.artifacts.store import RunDir, atomic_write_json
 from trace_rl.types import Capability, Message, ToolCall
 
 LIBRARY_CAPABILITIES = {

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 
-from trace_rl.synthesize.config import SandboxConfig
-from trace_rl.synthesize.sandbox import run_generator
+from trace_rl.config.synthesize import SandboxConfig
+from trace_rl.envs.synthetic.sandbox import run_generator
 
 from .synth_helpers import LIBRARY_GENERATOR
 

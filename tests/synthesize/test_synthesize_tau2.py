@@ -9,8 +9,8 @@ import pytest
 from trace_rl.config import EnvConfig
 from trace_rl.envs.registry import load_domain
 from trace_rl.errors import UserError
-from trace_rl.store import RunDir, atomic_write_json
-from trace_rl.synthesize.config import SynthesizeConfig
+from trace_rl.artifacts.store import RunDir, atomic_write_json
+from trace_rl.config.synthesize import SynthesizeConfig
 from trace_rl.synthesize.stage import run_synthesize
 from trace_rl.types import Capability
 

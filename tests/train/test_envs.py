@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 
-from trace_rl.envs.orchestrator import domain_agent
+from trace_rl.engine.conversation import domain_agent
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelResponse
-from trace_rl.train.envs import MixTrainEnv, agent_examples, library_family_env
-from trace_rl.train.episode import EpisodeLimits, initial_messages
-from trace_rl.train.grouping import SeedTable
-from trace_rl.train.rollout import seed_rows
+from trace_rl.training.envs import MixTrainEnv, agent_examples, library_family_env
+from trace_rl.engine.tokens import EpisodeLimits, initial_messages
+from trace_rl.training.grouping import SeedTable
+from trace_rl.training.rollout_func import seed_rows
 from trace_rl.types import Message
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from train_toy import BLUE, DONE, RED, ScriptedSampler, ToyEnv, alternating
 
-from trace_rl.train.episode import (
+from trace_rl.engine.tokens import (
     EpisodeLimits,
     EpisodeRequest,
     EpisodeRunner,
@@ -97,7 +97,7 @@ def test_hinted_episode_returns_base_prompt(codec, tokenizer):
 def test_prefix_check_accepts_chatml_and_refuses_rewriting_template(tokenizer):
     from transformers import AutoTokenizer
 
-    from trace_rl.train.episode import ChatCodec
+    from trace_rl.engine.tokens import ChatCodec
 
     check_prefix_preserving(ChatCodec(tokenizer))
     bad = AutoTokenizer.from_pretrained(tokenizer.name_or_path)

@@ -9,9 +9,9 @@ import pytest
 import torch
 from train_toy import ToyEnv
 
-from trace_rl.train.config import TrainConfig
-from trace_rl.train.protocol import EpisodeScore
-from trace_rl.train.trl_backend import TRLBackend
+from trace_rl.config.train import TrainConfig
+from trace_rl.training.protocol import EpisodeScore
+from trace_rl.training.trl_backend import TRLBackend
 
 pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),

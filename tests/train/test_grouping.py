@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from train_toy import BLUE, ScriptedSampler, ToyEnv, alternating
 
-from trace_rl.train.episode import EpisodeLimits, EpisodeResult, EpisodeRunner
-from trace_rl.train.grouping import (
+from trace_rl.engine.tokens import EpisodeLimits, EpisodeResult, EpisodeRunner
+from trace_rl.training.grouping import (
     GroupPlan,
     SeedTable,
     collect_groups,
@@ -15,8 +15,8 @@ from trace_rl.train.grouping import (
     resample_seed,
     split_groups,
 )
-from trace_rl.train.protocol import EpisodeScore
-from trace_rl.train.rollout import GroupRollout, seed_rows
+from trace_rl.training.protocol import EpisodeScore
+from trace_rl.training.rollout_func import GroupRollout, seed_rows
 
 
 def ep(seed: int, success: bool, shaped: float, hinted: bool = False) -> EpisodeResult:

@@ -14,8 +14,8 @@ import pytest
 import torch
 from train_toy import BLUE, RED, ScriptedSampler, ToyEnv, alternating
 
-from trace_rl.train.config import TrainConfig
-from trace_rl.train.trl_backend import TRLBackend
+from trace_rl.config.train import TrainConfig
+from trace_rl.training.trl_backend import TRLBackend
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 

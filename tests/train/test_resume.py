@@ -9,10 +9,10 @@ import pytest
 from train_toy import ScriptedSampler, ToyEnv, alternating
 from transformers import TrainerCallback
 
-from trace_rl.store import RunDir
-from trace_rl.train.config import TrainConfig
+from trace_rl.artifacts.store import RunDir
+from trace_rl.config.train import TrainConfig
 from trace_rl.train.stage import run_train
-from trace_rl.train.trl_backend import TRLBackend
+from trace_rl.training.trl_backend import TRLBackend
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 

@@ -7,12 +7,12 @@ from train_toy import ToyEnv
 
 from trace_rl.envs.synthetic.spec import EnvStatus
 from trace_rl.errors import UserError
-from trace_rl.store import RunDir, atomic_write_json
+from trace_rl.artifacts.store import RunDir, atomic_write_json
 from trace_rl.train import stage as stage_mod
 from trace_rl.train.command import build_config, main
-from trace_rl.train.config import TrainConfig
-from trace_rl.train.envs import MixTrainEnv
-from trace_rl.train.protocol import AdapterResult
+from trace_rl.config.train import TrainConfig
+from trace_rl.training.envs import MixTrainEnv
+from trace_rl.training.protocol import AdapterResult
 
 
 class FakeBackend:

@@ -13,8 +13,8 @@ from trace_rl.envs.base import ToolkitEnvironment
 from trace_rl.envs.evaluator import is_success
 from trace_rl.envs.toolkit import DB, ToolKit, ToolType, tool
 from trace_rl.envs.users import ScriptedUser
-from trace_rl.train.protocol import EpisodeScore
-from trace_rl.train.sampler import SampledTurn
+from trace_rl.training.protocol import EpisodeScore
+from trace_rl.engine.sampler import SampledTurn
 from trace_rl.types import Action, EvaluationCriteria, RewardType, Task
 
 RED = '<tool_call>\n{"name": "pick", "arguments": {"color": "red"}}\n</tool_call>'

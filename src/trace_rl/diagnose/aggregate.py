@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from trace_rl.diagnose.schema import Label, LabelMatrix
+from trace_rl.artifacts.capabilities import Label, LabelMatrix
 
 EPS = 1e-9
 

@@ -12,10 +12,10 @@ from typing import Annotated, Any
 import typer
 
 from trace_rl.config import TraceConfig, load_config, model_from_spec
-from trace_rl.diagnose.config import DiagnoseConfig, diagnose_config
+from trace_rl.config.diagnose import DiagnoseConfig, diagnose_config
 from trace_rl.diagnose.stage import DiagnoseResult, diagnose_async
 from trace_rl.errors import UserError
-from trace_rl.store import RunDir
+from trace_rl.artifacts.store import RunDir
 
 
 def _trace_config(config: Path | None, run: RunDir) -> TraceConfig:
@@ -88,7 +88,7 @@ def diagnose_command(
     fresh: Annotated[bool, typer.Option("--fresh", help="Redo discovery and every labeling run.")] = False,
 ) -> None:
     """Find the capabilities the agent lacks (stage 1 of TRACE): writes diagnose/capabilities.json."""
-    from trace_rl.diagnose.report import render
+    from trace_rl.report.capabilities import render
 
     run_dir = RunDir(run)
     if not run_dir.exists():

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from trace_rl.diagnose.schema import CandidateSpec, LabelMatrix
+from trace_rl.artifacts.capabilities import CandidateSpec, LabelMatrix
 from trace_rl.errors import UserError
 from trace_rl.types import Task, Trajectory
 

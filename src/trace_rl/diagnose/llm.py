@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from trace_rl.diagnose import prompts
-from trace_rl.diagnose.config import DiagnoseConfig
+from trace_rl.config.diagnose import DiagnoseConfig
 from trace_rl.diagnose.items import AnalystError, DiagnosisItem, DiscoveryResult, LabelResult
-from trace_rl.diagnose.schema import CandidateSpec, DiscoveryOutput, Label, LabelBatchOutput, LabelMatrix
+from trace_rl.artifacts.capabilities import CandidateSpec, DiscoveryOutput, Label, LabelBatchOutput, LabelMatrix
 from trace_rl.diagnose.summaries import pack, summarize
 from trace_rl.errors import InfraError
 from trace_rl.models.base import ModelClient, SamplingParams

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from trace_rl.diagnose.schema import CandidateSpec
+from trace_rl.artifacts.capabilities import CandidateSpec
 
 SYSTEM = (
     "You are an analyst of tool-using AI agents. You study recorded conversations in which an agent talks to a user "

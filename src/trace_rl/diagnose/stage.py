@@ -27,10 +27,10 @@ from pydantic import ValidationError
 
 from trace_rl.config import EnvConfig
 from trace_rl.diagnose.aggregate import aggregate
-from trace_rl.diagnose.config import DiagnoseConfig, is_test_split
+from trace_rl.config.diagnose import DiagnoseConfig, is_test_split
 from trace_rl.diagnose.items import Analyst, AnalystError, DiagnosisItem
 from trace_rl.diagnose.llm import LLMAnalyst
-from trace_rl.diagnose.schema import (
+from trace_rl.artifacts.capabilities import (
     CandidateSpec,
     CapabilitiesFile,
     DiscoveryRecord,
@@ -50,7 +50,7 @@ from trace_rl.diagnose.structural import (
 )
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient
-from trace_rl.store import RunDir, atomic_write_json
+from trace_rl.artifacts.store import RunDir, atomic_write_json
 from trace_rl.types import Capability, Task, Trajectory
 
 ROLLOUTS = "rollout/trajectories.jsonl"

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trace_rl.diagnose.items import DiagnosisItem, DiscoveryResult, LabelResult
-from trace_rl.diagnose.schema import CandidateSpec, Label, LabelMatrix
+from trace_rl.artifacts.capabilities import CandidateSpec, Label, LabelMatrix
 from trace_rl.types import Action, Message, RewardType, Task, ToolCall, Trajectory
 
 WriteOracle = Callable[[str], bool]

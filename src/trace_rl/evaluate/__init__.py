@@ -2,10 +2,5 @@
 
 Arms (`arms.py`): base, trace (routed adapters), grpo_target, gepa, single_best, multi_capability — each at the same
 rollout budget (`budget.py`), each resumable in its own JSONL; pass^k with bootstrap intervals and paired differences
-to base (`compare.py`); `stage.run_evaluate` writes `evaluate/comparison.json` (schema in `report/schemas.py`).
+to base (`compare.py`); `stage.run_evaluate` writes `evaluate/comparison.json` (schema in `artifacts/evaluation.py`).
 """
-
-from trace_rl.evaluate.config import ARMS, EvaluateConfig, GepaConfig, evaluate_config
-from trace_rl.evaluate.stage import run_evaluate
-
-__all__ = ["ARMS", "EvaluateConfig", "GepaConfig", "evaluate_config", "run_evaluate"]

@@ -34,9 +34,9 @@ from trace_rl.evaluate.grpo_target import (
     target_train_env,
     train_baseline,
 )
-from trace_rl.rollout.plan import Job
-from trace_rl.route.spec import BASE, RouterSpec, load_router_spec, make_options, router_path, run_adapters
-from trace_rl.store import atomic_write_json, read_json
+from trace_rl.engine.plan import Job
+from trace_rl.routing.spec import BASE, RouterSpec, load_router_spec, make_options, router_path, run_adapters
+from trace_rl.artifacts.store import atomic_write_json, read_json
 from trace_rl.types import Task, Trajectory
 
 PLANS = "plans.json"
@@ -117,7 +117,7 @@ def why_no_adapters(root: Path) -> str:
 
 def trace_spec(ctx: EvalContext) -> RouterSpec:
     """The run's router (`route/router.json`), else one built from the trained adapters (not saved)."""
-    from trace_rl.route.spec import spec_from_run
+    from trace_rl.routing.spec import spec_from_run
 
     adapters = run_adapters(ctx.run)
     if not adapters:
@@ -216,7 +216,7 @@ def _adapter_arm(ctx: EvalContext, name: str, adapter: str, folder: Path, budget
 
 
 def arm_grpo_target(ctx: EvalContext) -> ArmOutput:
-    from trace_rl.train.trl_backend import is_done
+    from trace_rl.training.trl_backend import is_done
 
     root = ctx.path(GRPO_DIR)
     adapter_dir, work_dir, keep_dir = root / "adapter", root / "train", root / "checkpoints"
@@ -253,7 +253,7 @@ def arm_grpo_target(ctx: EvalContext) -> ArmOutput:
 
 
 def arm_multi_capability(ctx: EvalContext) -> ArmOutput:
-    from trace_rl.train.trl_backend import is_done
+    from trace_rl.training.trl_backend import is_done
 
     adapter_dir, work_dir = ctx.run.root / "adapters" / MIX_NAME, ctx.run.root / "train" / MIX_NAME
     matched: dict[str, Any] = {}

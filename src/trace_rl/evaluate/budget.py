@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trace_rl.store import RunDir
+from trace_rl.artifacts.store import RunDir
 
 _ID = re.compile(rb'"id":\s*"([^"]+)"')
 _STEP = re.compile(r"/step(\d+)/")

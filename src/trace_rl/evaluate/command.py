@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from trace_rl.errors import UserError
-from trace_rl.store import RunDir
+from trace_rl.artifacts.store import RunDir
 
 
 def evaluate_command(
@@ -61,7 +61,7 @@ def evaluate_command(
     ] = None,
 ) -> None:
     """Compare base, TRACE and the paper's baselines on held-out tasks (stage 5)."""
-    from trace_rl.evaluate.config import evaluate_config
+    from trace_rl.config.evaluate import evaluate_config
     from trace_rl.evaluate.stage import run_evaluate
     from trace_rl.synthesize.command import run_config
 

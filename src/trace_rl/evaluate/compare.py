@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trace_rl.report.schemas import ARM_LABELS, ArmResult, PassKRow
-from trace_rl.rollout.metrics import GroupSummary, _quantile, pass_hat_k, summarize
+from trace_rl.artifacts.evaluation import ARM_LABELS, ArmResult, PassKRow
+from trace_rl.stats import GroupSummary, _quantile, pass_hat_k, summarize
 
 
 @dataclass

@@ -18,17 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from trace_rl.config import ModelConfig, TraceConfig
-from trace_rl.envs.orchestrator import EpisodeLimits
+from trace_rl.engine.conversation import EpisodeLimits
 from trace_rl.errors import UserError
-from trace_rl.evaluate.config import EvaluateConfig
+from trace_rl.config.evaluate import EvaluateConfig
 from trace_rl.executor.base import Executor
 from trace_rl.models.base import ModelClient, ModelResponse, SamplingParams
-from trace_rl.rollout.plan import Job, plan_jobs
-from trace_rl.rollout.runner import EpisodeFactory, RolloutResult, run_rollout
+from trace_rl.engine.plan import Job, plan_jobs
+from trace_rl.engine.runner import EpisodeFactory, RolloutResult, run_rollout
 from trace_rl.route.accuracy import decide, first_user_text
-from trace_rl.route.router import RouteDecision, Router
-from trace_rl.route.spec import BASE
-from trace_rl.store import JsonlStore, RunDir
+from trace_rl.routing.router import RouteDecision, Router
+from trace_rl.routing.spec import BASE
+from trace_rl.artifacts.store import JsonlStore, RunDir
 from trace_rl.types import Message, Task, Trajectory
 
 STAGE = "evaluate"

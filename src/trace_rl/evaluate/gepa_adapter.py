@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from trace_rl.route.prompt import condense_trajectory
+from trace_rl.routing.prompt import condense_trajectory
 from trace_rl.types import Message, Task, Trajectory
 
 SKILLS_HEADER = "Skills to apply in this conversation:"

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from trace_rl.errors import UserError
 from trace_rl.evaluate.budget import matched_steps
 from trace_rl.evaluate.episodes import ArmSkipped, EvalContext
-from trace_rl.store import atomic_write_json
+from trace_rl.artifacts.store import atomic_write_json
 from trace_rl.types import Task
 
 GRPO_DIR = "grpo_target"
@@ -41,7 +41,7 @@ KEEP_FILES = ("adapter_model.safetensors", "adapter_config.json")
 def base_train_config(ctx: EvalContext, adapters: dict[str, Path]) -> Any:
     """The capability adapters' TrainConfig (the first readable one), else defaults on the policy's base model; then
     the evaluate config's `train` overrides."""
-    from trace_rl.train.config import TrainConfig
+    from trace_rl.config.train import TrainConfig
 
     data: dict[str, Any] = {}
     for folder in adapters.values():
@@ -78,7 +78,7 @@ def matched_config(ctx: EvalContext, adapters: dict[str, Path], total: int, keep
 
 def target_env_of(name: str, domain: Any, tasks: list[Task]) -> Any:
     """A `TrainEnv` over `tasks` (the target's train split): seed s plays task s mod n."""
-    from trace_rl.train.envs import DomainTrainEnv
+    from trace_rl.training.envs import DomainTrainEnv
 
     return DomainTrainEnv(name, domain, lambda seed: tasks[seed % len(tasks)], train_seeds=list(range(len(tasks))))
 
@@ -139,15 +139,15 @@ def rebuild_env(spec: dict[str, Any]) -> Any:
         env_cfg = EnvConfig.model_validate(spec["env"])
         domain = load_domain(env_cfg.name, env_cfg)
         return target_env_of(spec["name"], domain, domain.tasks("train"))
-    from trace_rl.store import RunDir
+    from trace_rl.artifacts.store import RunDir
 
     return mix_env_of(RunDir(Path(spec["run"])))
 
 
 def _train_child(job: dict[str, Any]) -> None:
     """Entry point of the training process (spawned: its memory is returned to the system when it ends)."""
-    from trace_rl.train.config import TrainConfig
-    from trace_rl.train.trl_backend import TRLBackend
+    from trace_rl.config.train import TrainConfig
+    from trace_rl.training.trl_backend import TRLBackend
 
     keep_dir = Path(job["keep_dir"]) if job.get("keep_dir") else None
     callbacks = [checkpoint_keeper(keep_dir, job["keep"])] if keep_dir is not None and job["keep"] else []
@@ -166,7 +166,7 @@ def train_baseline(
     With the default TRL backend the training runs in a spawned child process (`rebuild` describes its environment),
     so the trainer's memory (GRPO on full-vocabulary logits peaks at many GB) goes back to the system before the
     evaluation continues; an injected backend (tests) trains in process on `env`."""
-    from trace_rl.train.trl_backend import is_done
+    from trace_rl.training.trl_backend import is_done
 
     if is_done(adapter_dir):
         return
@@ -200,7 +200,7 @@ def train_baseline(
 
 def mix_env_of(run: Any) -> Any:
     """A uniform mix of the run's calibrated capability environments (the train stage's `--mix`); UserError if none."""
-    from trace_rl.train.envs import MixTrainEnv
+    from trace_rl.training.envs import MixTrainEnv
     from trace_rl.train.stage import select_envs
 
     chosen, skipped = select_envs(run)

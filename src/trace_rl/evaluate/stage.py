@@ -22,21 +22,21 @@ from pathlib import Path
 from typing import Any
 
 from trace_rl.config import TraceConfig
-from trace_rl.envs.orchestrator import EpisodeLimits
+from trace_rl.engine.conversation import EpisodeLimits
 from trace_rl.envs.registry import load_domain
 from trace_rl.errors import UserError
 from trace_rl.evaluate.arms import ARM_FUNCTIONS, ArmOutput, CurvePoint
 from trace_rl.evaluate.budget import Ledger, run_adapter_budget
 from trace_rl.evaluate.compare import arm_result, markdown_table, summarize_records
-from trace_rl.evaluate.config import ARMS, EvaluateConfig
+from trace_rl.config.evaluate import ARMS, EvaluateConfig
 from trace_rl.evaluate.episodes import STAGE, ArmSkipped, EvalContext, check_tasks
 from trace_rl.models.base import ModelClient
-from trace_rl.report.schemas import COMPARISON_FILE, BudgetPoint, Comparison
-from trace_rl.rollout.metrics import GroupSummary
-from trace_rl.route.router import Router
-from trace_rl.route.spec import run_adapters
+from trace_rl.artifacts.evaluation import COMPARISON_FILE, BudgetPoint, Comparison
+from trace_rl.stats import GroupSummary
+from trace_rl.routing.router import Router
+from trace_rl.routing.spec import run_adapters
 from trace_rl.route.stage import model_label, policy_model, policy_sampling
-from trace_rl.store import RunDir, atomic_write_json, atomic_write_text, read_json
+from trace_rl.artifacts.store import RunDir, atomic_write_json, atomic_write_text, read_json
 
 INDEX = f"{STAGE}/arms.json"
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
-    from trace_rl.rollout.plan import Job
-    from trace_rl.rollout.runner import EpisodeFactory
+    from trace_rl.engine.plan import Job
+    from trace_rl.engine.runner import EpisodeFactory
     from trace_rl.types import Trajectory
 
 T = TypeVar("T")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from trace_rl.executor.base import EpisodeFn, WorkJob
 
 if TYPE_CHECKING:
-    from trace_rl.rollout.runner import EpisodeFactory
+    from trace_rl.engine.runner import EpisodeFactory
 
 
 class LocalExecutor:

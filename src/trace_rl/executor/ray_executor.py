@@ -32,8 +32,8 @@ from trace_rl.executor.base import EpisodeFn, WorkJob
 from trace_rl.executor.shipping import dumps, loads
 
 if TYPE_CHECKING:
-    from trace_rl.rollout.plan import Job
-    from trace_rl.rollout.runner import EpisodeFactory
+    from trace_rl.engine.plan import Job
+    from trace_rl.engine.runner import EpisodeFactory
     from trace_rl.types import Trajectory
 
 
@@ -180,7 +180,7 @@ class RayExecutor:
 
     @asynccontextmanager
     async def episodes(self, factory: EpisodeFactory, concurrency: int) -> AsyncIterator[tuple[EpisodeFn, int]]:
-        from trace_rl.rollout.runner import internal_failure
+        from trace_rl.engine.runner import internal_failure
 
         ray = self.connect()
         per_worker = self.cfg.episodes_per_worker or max(1, math.ceil(concurrency / self.cfg.num_workers))

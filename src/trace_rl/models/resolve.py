@@ -144,7 +144,7 @@ def build_client(cfg: ModelConfig, *, name: str) -> ModelClient:
         from trace_rl.models.openai_client import OpenAIClient
 
         if len(cfg.base_urls) > 1:  # several servers of one model: an episode-sticky, load-balanced pool
-            from trace_rl.executor.pool import EndpointPool
+            from trace_rl.models.pool import EndpointPool
 
             one = [cfg.model_copy(update={"base_url": url, "base_urls": []}) for url in cfg.base_urls]
             return EndpointPool([OpenAIClient(c, name=name) for c in one], name=name)

@@ -28,7 +28,7 @@ from trace_rl.report.sections import (
     rollout_section,
     routing_section,
 )
-from trace_rl.store import RunDir, atomic_write_text
+from trace_rl.artifacts.store import RunDir, atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from trace_rl.report.schemas import ARM_LABELS, BudgetPoint
+from trace_rl.artifacts.evaluation import ARM_LABELS, BudgetPoint
 
 COLORS = {
     "trace": "#1b7f3b",

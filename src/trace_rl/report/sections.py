@@ -2,7 +2,7 @@
 HTML, or None when the stage has not run (the page then says "not run yet").
 
 Readers reuse the stages' own code where it exists: rollout summaries and pass^k with bootstrap intervals from
-`trace_rl.rollout` (`metrics.py`), the capability view from `trace_rl.diagnose.report`, and the route / evaluate
+`trace_rl.rollout` (`metrics.py`), the capability view from `trace_rl.report.capabilities`, and the route / evaluate
 files through `report.schemas`. Other artefacts (calibration.json, metrics.jsonl, eval_*.json) are read leniently,
 since their producers may add fields.
 """
@@ -19,8 +19,8 @@ from pydantic import ValidationError
 
 from trace_rl.report import plots
 from trace_rl.report.markup import anchor, badge, ci, esc, img, kv_table, num, signed, table, trajectory_html
-from trace_rl.report.schemas import ACCURACY_FILE, COMPARISON_FILE, KNOWN_ARMS, Comparison, RoutingAccuracy
-from trace_rl.store import JsonlStore, RunDir
+from trace_rl.artifacts.evaluation import ACCURACY_FILE, COMPARISON_FILE, KNOWN_ARMS, Comparison, RoutingAccuracy
+from trace_rl.artifacts.store import JsonlStore, RunDir
 from trace_rl.types import Trajectory
 
 TRAJECTORIES = "rollout/trajectories.jsonl"
@@ -56,7 +56,7 @@ def _json(path: Path) -> Any:
 
 
 def rollout_section(ctx: Context) -> str | None:
-    from trace_rl.rollout.report import load_summaries
+    from trace_rl.report.rollout_tables import load_summaries
 
     path = ctx.run.root / TRAJECTORIES
     if not path.exists():
@@ -133,7 +133,7 @@ def _failed_examples(ctx: Context) -> str:
 
 
 def capabilities_section(ctx: Context) -> str | None:
-    from trace_rl.diagnose.report import run_capabilities_dict
+    from trace_rl.report.capabilities import run_capabilities_dict
 
     if not (ctx.run.root / "diagnose" / "capabilities.json").exists():
         return None
@@ -268,7 +268,7 @@ def _figure_row(label: str, value: Any, check: dict[str, Any]) -> tuple[str, ...
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """Training metric lines, latest per integer step, in step order (as `trace_rl.train.metrics.read_metrics`)."""
+    """Training metric lines, latest per integer step, in step order (as `trace_rl.training.metrics.read_metrics`)."""
     latest = JsonlStore(path, key=lambda r: str(r.get("step"))).latest()
     return sorted((r for r in latest.values() if isinstance(r.get("step"), int)), key=lambda r: r["step"])
 
@@ -320,7 +320,7 @@ def _adapter(folder: Path) -> str:
 
 
 def routing_section(ctx: Context) -> str | None:
-    from trace_rl.route.spec import ROUTER_FILE, RouterSpec
+    from trace_rl.routing.spec import ROUTER_FILE, RouterSpec
 
     spec_path, acc_path = ctx.run.root / ROUTER_FILE, ctx.run.root / ACCURACY_FILE
     if not spec_path.exists() and not acc_path.exists():

@@ -17,15 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from trace_rl.config import ModelConfig, TraceConfig, model_from_spec, read_yaml
-from trace_rl.envs.orchestrator import EpisodeLimits
+from trace_rl.engine.conversation import EpisodeLimits
 from trace_rl.envs.registry import load_domain
 from trace_rl.errors import UserError
 from trace_rl.executor.base import Executor
 from trace_rl.models.base import ModelClient, SamplingParams
-from trace_rl.rollout.plan import STAGE, TRAJECTORIES, check_identity, plan_jobs, record_plan
-from trace_rl.rollout.progress import Progress, ProgressMode, make_progress
-from trace_rl.rollout.runner import EpisodeFactory, RolloutResult, run_rollout
-from trace_rl.store import RunDir
+from trace_rl.engine.plan import STAGE, TRAJECTORIES, check_identity, plan_jobs, record_plan
+from trace_rl.engine.progress import Progress, ProgressMode, make_progress
+from trace_rl.engine.runner import EpisodeFactory, RolloutResult, run_rollout
+from trace_rl.artifacts.store import RunDir
 from trace_rl.types import Task
 
 BASE_MODEL_NAMES = frozenset({"", "base", "__base__"})

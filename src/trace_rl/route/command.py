@@ -18,7 +18,7 @@ import typer
 
 from trace_rl.errors import UserError
 from trace_rl.route.accuracy import format_confusion
-from trace_rl.store import RunDir
+from trace_rl.artifacts.store import RunDir
 
 
 def _pct(x: float | None) -> str:

@@ -23,7 +23,7 @@ from pydantic import Field
 from trace_rl.config import ModelConfig, Section, TraceConfig, format_validation_error, model_from_spec
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient, SamplingParams
-from trace_rl.report.schemas import ACCURACY_FILE, RoutingAccuracy
+from trace_rl.artifacts.evaluation import ACCURACY_FILE, RoutingAccuracy
 from trace_rl.route.accuracy import (
     HeldOutSet,
     accuracy_report,
@@ -32,10 +32,10 @@ from trace_rl.route.accuracy import (
     route_held_out,
     task_key,
 )
-from trace_rl.route.prompt import PromptConfig
-from trace_rl.route.router import LabelLogitRouter, Router
-from trace_rl.route.spec import BASE, RouterSpec, router_path, run_adapters, spec_from_run
-from trace_rl.store import RunDir
+from trace_rl.routing.prompt import PromptConfig
+from trace_rl.routing.router import LabelLogitRouter, Router
+from trace_rl.routing.spec import BASE, RouterSpec, router_path, run_adapters, spec_from_run
+from trace_rl.artifacts.store import RunDir
 
 ORACLE_DIR = "route/oracle"
 
@@ -166,9 +166,9 @@ def _oracle(
     cfg: TraceConfig,
 ) -> dict[tuple[str, str], tuple[int, int]]:
     """Every option on every held-out task, `oracle_trials` times; (task key, option) -> (successes, scored)."""
-    from trace_rl.envs.orchestrator import EpisodeLimits
-    from trace_rl.rollout.plan import plan_jobs
-    from trace_rl.rollout.runner import EpisodeFactory, run_rollout
+    from trace_rl.engine.conversation import EpisodeLimits
+    from trace_rl.engine.plan import plan_jobs
+    from trace_rl.engine.runner import EpisodeFactory, run_rollout
 
     load = getattr(client, "load_adapter", None)
     for name, path in spec.adapters.items():

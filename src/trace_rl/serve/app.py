@@ -35,11 +35,11 @@ import anyio
 from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse, Response
 
-from trace_rl.route.router import Router
-from trace_rl.route.spec import BASE
+from trace_rl.routing.router import Router
+from trace_rl.routing.spec import BASE
 from trace_rl.serve.backends import Backend
 from trace_rl.serve.wire import WireError, chat_messages, error_body, first_turn
-from trace_rl.store import JsonlStore
+from trace_rl.artifacts.store import JsonlStore
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import httpx
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from trace_rl.errors import UserError
-from trace_rl.route.router import api_root
+from trace_rl.routing.router import api_root
 from trace_rl.serve.wire import (
     WireError,
     chat_messages,

@@ -22,11 +22,11 @@ import typer
 
 from trace_rl.config import ModelConfig
 from trace_rl.errors import UserError
-from trace_rl.route.router import FixedRouter, LabelLogitRouter, Router
-from trace_rl.route.spec import BASE, RouterSpec, load_router_spec
+from trace_rl.routing.router import FixedRouter, LabelLogitRouter, Router
+from trace_rl.routing.spec import BASE, RouterSpec, load_router_spec
 from trace_rl.serve.app import ROUTED_MODEL, create_app
 from trace_rl.serve.backends import Backend, LocalBackend, VLLMBackend
-from trace_rl.store import RunDir
+from trace_rl.artifacts.store import RunDir
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -108,7 +108,7 @@ def unserved_options(spec: RouterSpec, served: set[str]) -> list[str]:
 def _warn_unserved(run: RunDir, vllm_url: str, api_key: str | None) -> None:
     import httpx
 
-    from trace_rl.route.router import api_root
+    from trace_rl.routing.router import api_root
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:

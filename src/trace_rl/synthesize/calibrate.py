@@ -18,10 +18,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from trace_rl.envs.orchestrator import EpisodeLimits, EpisodeSpec, domain_agent, run_episode
+from trace_rl.engine.conversation import EpisodeLimits, EpisodeSpec, domain_agent, run_episode
 from trace_rl.envs.synthetic.environment import CapabilityEnvironment
 from trace_rl.models.base import ModelClient, SamplingParams
-from trace_rl.synthesize.config import AcceptanceConfig
+from trace_rl.config.synthesize import AcceptanceConfig
 from trace_rl.types import Trajectory
 
 

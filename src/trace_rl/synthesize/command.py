@@ -17,7 +17,7 @@ import typer
 from trace_rl.config import TraceConfig, load_config, model_from_spec
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient
-from trace_rl.store import RunDir
+from trace_rl.artifacts.store import RunDir
 
 
 def run_config(run: RunDir, config: Path | None) -> TraceConfig:
@@ -60,7 +60,7 @@ def synthesize_command(
     no_calibrate: Annotated[bool, typer.Option("--no-calibrate", help="Validate only; mark ready.")] = False,
 ) -> None:
     """Build one training environment per selected capability (stage 2): envs/<capability>/ in the run."""
-    from trace_rl.synthesize.config import synthesize_config
+    from trace_rl.config.synthesize import synthesize_config
     from trace_rl.synthesize.stage import run_synthesize
 
     run_dir = RunDir(run)

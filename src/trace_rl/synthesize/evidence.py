@@ -13,7 +13,7 @@ from typing import Any
 
 from trace_rl.envs.base import Domain
 from trace_rl.errors import UserError
-from trace_rl.store import RunDir, read_json
+from trace_rl.artifacts.store import RunDir, read_json
 from trace_rl.types import Capability, Task, Trajectory
 
 CAPABILITIES = "diagnose/capabilities.json"

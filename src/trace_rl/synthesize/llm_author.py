@@ -20,8 +20,8 @@ from typing import Any
 from trace_rl.envs.synthetic.generators import to_task
 from trace_rl.envs.synthetic.spec import GeneratedTask
 from trace_rl.models.base import ModelClient, SamplingParams
-from trace_rl.store import atomic_write_text
-from trace_rl.synthesize.gen_api import API_DOC
+from trace_rl.artifacts.store import atomic_write_text
+from trace_rl.envs.synthetic.gen_api import API_DOC
 from trace_rl.types import Message, Task
 
 SYSTEM = """\

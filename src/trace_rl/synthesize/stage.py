@@ -25,21 +25,21 @@ from typing import Any
 
 from trace_rl.config import EnvConfig, TraceConfig
 from trace_rl.envs.base import Domain
-from trace_rl.envs.orchestrator import EpisodeLimits
+from trace_rl.engine.conversation import EpisodeLimits
 from trace_rl.envs.synthetic.environment import CapabilityEnvironment
 from trace_rl.envs.synthetic.leak_guard import task_leaks
 from trace_rl.envs.synthetic.spec import GENERATOR_FILE, TASKS_FILE, EnvSpec, EnvStatus, GeneratorSpec
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient
-from trace_rl.store import RunDir, atomic_write_json, atomic_write_text
+from trace_rl.artifacts.store import RunDir, atomic_write_json, atomic_write_text
 from trace_rl.synthesize import leak as leakmod
 from trace_rl.synthesize.calibrate import CalibrationResult, calibrate
-from trace_rl.synthesize.config import SynthesizeConfig, synthesize_config
+from trace_rl.config.synthesize import SynthesizeConfig, synthesize_config
 from trace_rl.synthesize.design import capability_type
 from trace_rl.synthesize.evidence import Evidence, collect_evidence, load_capabilities, load_trajectories
 from trace_rl.synthesize.from_target import base_spec, target_spec
 from trace_rl.synthesize.llm_author import AuthorAttempt, author_code, tasks_from
-from trace_rl.synthesize.sandbox import run_generator
+from trace_rl.envs.synthetic.sandbox import run_generator
 from trace_rl.synthesize.validate import validate
 from trace_rl.types import Capability, Task
 

@@ -6,8 +6,3 @@ outcome filtering, re-sampling, hints), `rollout` (TRL rollout_func), `trl_backe
 `evaluate_adapter` (before/after on held-out seeds), `stage` (run directory), `command` (`trace-rl train`).
 Heavy dependencies (torch, transformers, TRL) are imported only by the modules that need them.
 """
-
-from trace_rl.train.config import TrainConfig
-from trace_rl.train.protocol import AdapterResult, EpisodeScore, TrainEnv, TrainerBackend
-
-__all__ = ["AdapterResult", "EpisodeScore", "TrainConfig", "TrainEnv", "TrainerBackend"]

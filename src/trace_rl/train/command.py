@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from trace_rl.config import ExecutorConfig, executor_with, format_validation_error, load_config
 from trace_rl.errors import UserError
-from trace_rl.train.config import TrainConfig
+from trace_rl.config.train import TrainConfig
 
 
 def quiet_defaults() -> None:

@@ -24,12 +24,12 @@ from pathlib import Path
 from trace_rl.config import ExecutorConfig
 from trace_rl.errors import UserError
 from trace_rl.executor import make_executor
-from trace_rl.executor.train_jobs import SUBJOB_ENV, train_job
-from trace_rl.store import RunDir
-from trace_rl.train.config import TrainConfig
-from trace_rl.train.envs import MixTrainEnv, env_from_spec, load_synthesized_env, run_envs
-from trace_rl.train.protocol import AdapterResult, TrainEnv, TrainerBackend
-from trace_rl.train.trl_backend import TRLBackend, is_done
+from trace_rl.training.launcher import SUBJOB_ENV, train_job
+from trace_rl.artifacts.store import RunDir
+from trace_rl.config.train import TrainConfig
+from trace_rl.training.envs import MixTrainEnv, env_from_spec, load_synthesized_env, run_envs
+from trace_rl.training.protocol import AdapterResult, TrainEnv, TrainerBackend
+from trace_rl.training.trl_backend import TRLBackend, is_done
 
 MIX_NAME = "multi"
 

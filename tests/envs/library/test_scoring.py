@@ -6,7 +6,7 @@ import asyncio
 
 from trace_rl.envs.library import LibraryDomain, LibraryEnvironment, make_task
 from trace_rl.envs.library.oracle import OracleClient
-from trace_rl.envs.orchestrator import Agent, EpisodeSpec, run_episode
+from trace_rl.engine.conversation import Agent, EpisodeSpec, run_episode
 from trace_rl.models.base import ModelResponse
 from trace_rl.types import Message, Task, TerminationReason, ToolCall
 

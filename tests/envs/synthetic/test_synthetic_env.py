@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from trace_rl.config import EnvConfig
-from trace_rl.envs.orchestrator import Agent, EpisodeSpec, run_episode
+from trace_rl.engine.conversation import Agent, EpisodeSpec, run_episode
 from trace_rl.envs.registry import load_domain
 from trace_rl.envs.synthetic import CapabilityEnvironment, EnvSpec, is_hinted, load_capability_env, strip_hint
 from trace_rl.envs.synthetic.leak_guard import LeakIndex
 from trace_rl.envs.synthetic.spec import SplitSpec
 from trace_rl.models.scripted import ScriptedClient
-from trace_rl.synthesize.config import SynthesizeConfig
+from trace_rl.config.synthesize import SynthesizeConfig
 from trace_rl.synthesize.design import HINTS, primary_check
 from trace_rl.synthesize.evidence import Evidence
 from trace_rl.synthesize.from_target import target_spec

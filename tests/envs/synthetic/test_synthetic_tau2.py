@@ -9,7 +9,7 @@ from trace_rl.envs.registry import load_domain
 from trace_rl.envs.synthetic import load_capability_env
 from trace_rl.envs.synthetic.tau2_variants import supported_shape
 from trace_rl.errors import UserError
-from trace_rl.synthesize.config import SynthesizeConfig
+from trace_rl.config.synthesize import SynthesizeConfig
 from trace_rl.synthesize.evidence import Evidence
 from trace_rl.synthesize.from_target import target_spec
 from trace_rl.synthesize.leak import build_index, check

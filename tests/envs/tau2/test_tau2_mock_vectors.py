@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from trace_rl.envs.orchestrator import Agent, EpisodeSpec, run_episode
+from trace_rl.engine.conversation import Agent, EpisodeSpec, run_episode
 from trace_rl.envs.tau2.scripted import PlaybackClient, gold_messages, run_scripted
 from trace_rl.types import TerminationReason
 

@@ -19,7 +19,7 @@ from trace_rl.envs.library.splits import SplitOptions, split_seeds
 from trace_rl.envs.library.tools import LibraryTools
 from trace_rl.envs.library.user import LibraryScriptedUser
 from trace_rl.envs.library.world import world
-from trace_rl.envs.orchestrator import Agent
+from trace_rl.engine.conversation import Agent
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient, SamplingParams
 from trace_rl.types import Message, Task

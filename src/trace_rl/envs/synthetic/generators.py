@@ -226,8 +226,8 @@ class CodeTasks:
             return self.pool[seed]
         if salt:
             seed = seed + salt * 10_000_019  # an alternative draw, far from every split
-        from trace_rl.synthesize.config import SandboxConfig
-        from trace_rl.synthesize.sandbox import run_generator
+        from trace_rl.config.synthesize import SandboxConfig
+        from trace_rl.envs.synthetic.sandbox import run_generator
 
         code = (self.folder / GENERATOR_FILE).read_text()
         limits = SandboxConfig.model_validate(self.spec.generator.params.get("sandbox") or {})

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trace_rl.store import atomic_write_json, read_json
+from trace_rl.artifacts.store import atomic_write_json, read_json
 
 INDEX_FILE = "leak_index.json"
 PHRASE_N = 8

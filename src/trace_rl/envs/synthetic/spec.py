@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from trace_rl.store import atomic_write_json, read_json
+from trace_rl.artifacts.store import atomic_write_json, read_json
 
 SPEC_FORMAT = "trace-rl/capability-env@1"
 SPEC_FILE = "spec.json"

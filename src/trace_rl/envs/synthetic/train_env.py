@@ -1,8 +1,8 @@
-"""`CapabilityTrainEnv`: a capability environment behind stage 3's `TrainEnv` protocol (`trace_rl.train.protocol`).
+"""`CapabilityTrainEnv`: a capability environment behind stage 3's `TrainEnv` protocol (`trace_rl.training.protocol`).
 
 The trainer passes the task to every call and scores on the live environment; this adapter forwards to
 `CapabilityEnvironment` and takes the final DB from the live environment (no replay). `load_train_env(folder)` is
-what `trace_rl.train.envs.load_synthesized_env` looks up first.
+what `trace_rl.training.envs.load_synthesized_env` looks up first.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from trace_rl.types import Message, Task, TerminationReason
 
 def _episode_score(shaped: float, success: bool, breakdown: dict[str, float]) -> Any:
     try:
-        from trace_rl.train.protocol import EpisodeScore
+        from trace_rl.training.protocol import EpisodeScore
     except ImportError:  # a build without the train stage: a plain record with the same fields
         from types import SimpleNamespace
 

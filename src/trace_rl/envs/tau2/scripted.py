@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 from trace_rl.envs.base import Environment
-from trace_rl.envs.orchestrator import Agent, EpisodeLimits, EpisodeSpec, run_episode
+from trace_rl.engine.conversation import Agent, EpisodeLimits, EpisodeSpec, run_episode
 from trace_rl.models.base import ModelResponse, SamplingParams
 from trace_rl.types import Message, Task, ToolCall, Trajectory
 

@@ -26,7 +26,7 @@ from trace_rl.types import Message, Task, TerminationReason
 if TYPE_CHECKING:
     from trace_rl.envs.base import Environment
     from trace_rl.envs.users import UserSimulator
-    from trace_rl.train.config import TrainConfig
+    from trace_rl.config.train import TrainConfig
 
 
 class EpisodeScore(BaseModel):

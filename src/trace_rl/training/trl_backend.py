@@ -33,14 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from trace_rl.errors import UserError
-from trace_rl.store import JsonlStore, atomic_write_json
-from trace_rl.train.checkpoints import last_complete_checkpoint
-from trace_rl.train.config import TrainConfig
-from trace_rl.train.episode import ChatCodec, EpisodeLimits, EpisodeRunner, check_prefix_preserving
-from trace_rl.train.grouping import GroupPlan, SeedTable
-from trace_rl.train.protocol import AdapterResult, TrainEnv
-from trace_rl.train.rollout import GroupRollout, env_reward, seed_rows
-from trace_rl.train.sampler import HFSampler, TurnSampler
+from trace_rl.artifacts.store import JsonlStore, atomic_write_json
+from trace_rl.training.checkpoints import last_complete_checkpoint
+from trace_rl.config.train import TrainConfig
+from trace_rl.engine.tokens import ChatCodec, EpisodeLimits, EpisodeRunner, check_prefix_preserving
+from trace_rl.training.grouping import GroupPlan, SeedTable
+from trace_rl.training.protocol import AdapterResult, TrainEnv
+from trace_rl.training.rollout_func import GroupRollout, env_reward, seed_rows
+from trace_rl.engine.sampler import HFSampler, TurnSampler
 
 DONE_FILE = "done.json"
 ADAPTER_FILES = ("adapter_model.safetensors", "adapter_config.json")
@@ -286,8 +286,8 @@ class TRLBackend:
         import torch
         from trl import GRPOTrainer
 
-        from trace_rl.train.evaluate_adapter import evaluate_policy, plot_before_after
-        from trace_rl.train.metrics import MetricsCallback, plot_training
+        from trace_rl.training.evaluate_adapter import evaluate_policy, plot_before_after
+        from trace_rl.training.metrics import MetricsCallback, plot_training
 
         started = time.time()
         adapter_dir, work_dir = Path(adapter_dir), Path(work_dir)

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trace_rl.train.episode import EpisodeRequest, EpisodeResult
+from trace_rl.engine.tokens import EpisodeRequest, EpisodeResult
 
 
 def prompt_key(prompt: Any) -> str:

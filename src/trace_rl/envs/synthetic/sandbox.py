@@ -1,7 +1,7 @@
 """Running author-written generator code in a separate, limited process.
 
 The code never runs in the trace-rl process. `run_generator(code, seeds, ...)` starts
-`python -s -P -m trace_rl.synthesize._sandbox_child <tmp>` with:
+`python -s -P -m trace_rl.envs.synthetic._sandbox_child <tmp>` with:
 
 - a private temporary directory as cwd, HOME and TMPDIR (removed afterwards) and a clean environment (no proxies,
   keys or PYTHONPATH; only PATH, LANG and PYTHONHASHSEED=0 so generators are reproducible);
@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trace_rl.synthesize.config import SandboxConfig
+from trace_rl.config.synthesize import SandboxConfig
 
 RESULT_FILE = "result.jsonl"
 JOB_FILE = "job.json"
@@ -200,7 +200,7 @@ def run_generator(
         if drop:
             for path in (tmp, *tmp.iterdir()):
                 os.chown(path, NOBODY, NOBODY)
-        cmd = [sys.executable, "-s", "-P", "-m", "trace_rl.synthesize._sandbox_child", str(tmp)]
+        cmd = [sys.executable, "-s", "-P", "-m", "trace_rl.envs.synthetic._sandbox_child", str(tmp)]
         try:
             proc, wall_hit = _spawn(cmd, tmp, limits, drop)
         except PermissionError:

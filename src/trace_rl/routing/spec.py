@@ -19,8 +19,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from trace_rl.errors import UserError
-from trace_rl.route.prompt import PromptConfig, condense_trajectory
-from trace_rl.store import JsonlStore, RunDir, atomic_write_json, read_json
+from trace_rl.routing.prompt import PromptConfig, condense_trajectory
+from trace_rl.artifacts.store import JsonlStore, RunDir, atomic_write_json, read_json
 from trace_rl.types import Trajectory
 
 BASE = "base"

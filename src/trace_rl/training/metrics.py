@@ -14,7 +14,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from trace_rl.store import JsonlStore
+from trace_rl.artifacts.store import JsonlStore
 
 
 class MetricsCallback(TrainerCallback):

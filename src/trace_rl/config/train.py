@@ -24,7 +24,7 @@ class TrainConfig(Section):
     sampler: Literal["transformers", "vllm"] = Field(
         "transformers",
         description="Rollout generation: the trainer's own PEFT model (transformers), or a vLLM server with runtime "
-        "LoRA loading (designed, not implemented yet; see train/sampler.py).",
+        "LoRA loading (designed, not implemented yet; see engine/sampler.py).",
     )
 
     # -- LoRA (released code: r=16, alpha=16, q/k/v/o) ------------------------------------------------------------

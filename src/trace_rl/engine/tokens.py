@@ -1,6 +1,6 @@
 """The token-in/token-out multi-turn episode loop used for GRPO rollouts (and the before/after evaluation).
 
-Each episode follows the orchestrator's half-duplex hops (`envs/orchestrator.py`: greeting, user, agent, environment),
+Each episode follows the orchestrator's half-duplex hops (`engine/conversation.py`: greeting, user, agent, environment),
 but the agent's side is kept as token ids, never as text:
 
 - the first prompt is rendered once by the chat template and tokenized;
@@ -35,7 +35,7 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from trace_rl.envs.orchestrator import GREETING, agent_view, user_view
+from trace_rl.engine.conversation import GREETING, agent_view, user_view
 from trace_rl.envs.users import is_stop
 from trace_rl.errors import UserError
 from trace_rl.models.chat_format import (
@@ -46,14 +46,14 @@ from trace_rl.models.chat_format import (
     to_template_messages,
 )
 from trace_rl.models.toolcall_parse import parse_completion
-from trace_rl.train.envs import agent_examples, agent_tools
-from trace_rl.train.protocol import EpisodeScore, TrainEnv
+from trace_rl.training.envs import agent_examples, agent_tools
+from trace_rl.training.protocol import EpisodeScore, TrainEnv
 from trace_rl.types import ErrorRecord, Message, TerminationReason, ToolCall, Trajectory
 
 if TYPE_CHECKING:
     from trace_rl.envs.base import Environment
     from trace_rl.envs.users import UserSimulator
-    from trace_rl.train.sampler import TurnSampler
+    from trace_rl.engine.sampler import TurnSampler
     from trace_rl.types import Task
 
 T = TypeVar("T")

@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.text import Text
 
 from trace_rl.errors import UserError
-from trace_rl.rollout.plan import TRAJECTORIES
-from trace_rl.store import RunDir
+from trace_rl.engine.plan import TRAJECTORIES
+from trace_rl.artifacts.store import RunDir
 from trace_rl.types import Message, Trajectory
 
 ROLE_STYLE = {"assistant": "bold cyan", "user": "bold green", "tool": "magenta", "system": "dim"}

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from trace_rl.types import Message
 
 if TYPE_CHECKING:
-    from trace_rl.route.spec import RouterSpec
+    from trace_rl.routing.spec import RouterSpec
 
 INSTRUCTION = "You are a routing classifier. Select which skill best matches the user's request."
 BASE_DESCRIPTION = (

@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.table import Table
 
 from trace_rl.errors import UserError
-from trace_rl.rollout.metrics import GroupSummary, summarize
-from trace_rl.rollout.plan import TRAJECTORIES, load_plans
-from trace_rl.store import RunDir
+from trace_rl.stats import GroupSummary, summarize
+from trace_rl.engine.plan import TRAJECTORIES, load_plans
+from trace_rl.artifacts.store import RunDir
 
 
 def load_summaries(

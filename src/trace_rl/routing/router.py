@@ -27,8 +27,8 @@ import httpx
 
 from trace_rl.errors import InfraError, UserError
 from trace_rl.models.chat_format import to_openai_messages
-from trace_rl.route.prompt import routing_messages
-from trace_rl.route.spec import BASE, RouterSpec
+from trace_rl.routing.prompt import routing_messages
+from trace_rl.routing.spec import BASE, RouterSpec
 from trace_rl.types import Message
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """The sandbox child: load the environment API, arm the guards, run `generate(seed, api)` per seed.
 
-Run only by `sandbox.run_generator` as `python -s -P -m trace_rl.synthesize._sandbox_child <tmp>` (resource limits
+Run only by `sandbox.run_generator` as `python -s -P -m trace_rl.envs.synthetic._sandbox_child <tmp>` (resource limits
 are already set by the parent). Output: `<tmp>/result.jsonl`, one line per seed, per refusal and per fatal error.
 """
 
@@ -119,7 +119,7 @@ def main(tmp_arg: str) -> int:
     try:
         job = json.loads((tmp / "job.json").read_text())
         code = (tmp / "generator.py").read_text()
-        from trace_rl.synthesize.gen_api import GeneratorAPI
+        from trace_rl.envs.synthetic.gen_api import GeneratorAPI
 
         api = GeneratorAPI(job["target"], difficulty=job.get("difficulty", 1), exclude=job.get("exclude"))
         api.warm_up()

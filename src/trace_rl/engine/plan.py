@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trace_rl.errors import UserError
-from trace_rl.store import RunDir, atomic_write_json, read_json
+from trace_rl.artifacts.store import RunDir, atomic_write_json, read_json
 from trace_rl.types import Task
 
 STAGE = "rollout"

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from trace_rl.errors import UserError
-from trace_rl.store import atomic_write_json, read_json
+from trace_rl.artifacts.store import atomic_write_json, read_json
 
 ACCURACY_FILE = "route/accuracy.json"
 COMPARISON_FILE = "evaluate/comparison.json"

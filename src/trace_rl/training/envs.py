@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from trace_rl.envs.evaluator import is_success
 from trace_rl.errors import UserError
-from trace_rl.train.protocol import EpisodeScore, TrainEnv
+from trace_rl.training.protocol import EpisodeScore, TrainEnv
 from trace_rl.types import Message, Task, TerminationReason
 
 if TYPE_CHECKING:

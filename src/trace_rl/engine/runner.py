@@ -24,16 +24,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from trace_rl.envs.base import Domain, Environment
-from trace_rl.envs.orchestrator import EpisodeLimits, EpisodeSpec, domain_agent, run_episode
+from trace_rl.engine.conversation import EpisodeLimits, EpisodeSpec, domain_agent, run_episode
 from trace_rl.envs.users import LLMUserSimulator, UserSimulator
 from trace_rl.errors import UserError
 from trace_rl.executor.base import Executor
 from trace_rl.executor.local import LocalExecutor
-from trace_rl.executor.pool import episode_scope
+from trace_rl.models.pool import episode_scope
 from trace_rl.models.base import ModelClient, SamplingParams
-from trace_rl.rollout.plan import Job, pending_jobs
-from trace_rl.rollout.progress import NullProgress, Progress
-from trace_rl.store import JsonlStore
+from trace_rl.engine.plan import Job, pending_jobs
+from trace_rl.engine.progress import NullProgress, Progress
+from trace_rl.artifacts.store import JsonlStore
 from trace_rl.types import ErrorRecord, TerminationReason, Trajectory
 
 TokenIds = Literal["all", "completion", "none"]

@@ -12,8 +12,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from trace_rl.diagnose.schema import CapabilitiesFile
-from trace_rl.store import RunDir
+from trace_rl.artifacts.capabilities import CapabilitiesFile
+from trace_rl.artifacts.store import RunDir
 from trace_rl.types import Capability
 
 

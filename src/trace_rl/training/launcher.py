@@ -26,7 +26,7 @@ import yaml
 from trace_rl.config import ExecutorConfig
 from trace_rl.errors import UserError
 from trace_rl.executor.base import WorkJob
-from trace_rl.store import atomic_write_text, read_json
+from trace_rl.artifacts.store import atomic_write_text, read_json
 
 SUBJOB_ENV = "TRACE_RL_SUBJOB"
 
@@ -48,7 +48,7 @@ def train_accelerate(
     run_root: Path, name: str, cfg: Any, processes: int, accelerate_config: Path | None, adapter_dir: Path
 ) -> Any:
     """Run the launched training to completion, then read its result back from the adapter folder."""
-    from trace_rl.train.protocol import AdapterResult
+    from trace_rl.training.protocol import AdapterResult
 
     config_file = run_root / "train" / name / "launch.yaml"
     atomic_write_text(config_file, yaml.safe_dump({"stages": {"train": cfg.model_dump(mode="json")}}))

@@ -17,8 +17,8 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from trace_rl.train.episode import EpisodeRequest, EpisodeResult, EpisodeRunner
-from trace_rl.train.sampler import HFSampler
+from trace_rl.engine.tokens import EpisodeRequest, EpisodeResult, EpisodeRunner
+from trace_rl.engine.sampler import HFSampler
 
 
 def summarize(results: list[EpisodeResult], *, label: str, temperature: float) -> dict[str, Any]:
@@ -105,8 +105,8 @@ def gold_call_logprobs(runner: EpisodeRunner, model: Any, seeds: list[int]) -> l
     """
     import torch
 
-    from trace_rl.train.envs import agent_tools
-    from trace_rl.train.episode import EpisodeLimits, initial_messages
+    from trace_rl.training.envs import agent_tools
+    from trace_rl.engine.tokens import EpisodeLimits, initial_messages
 
     codec, env = runner.codec, runner.train_env
     stop = runner.codec.tokenizer.eos_token or ""
