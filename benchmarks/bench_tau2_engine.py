@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trace_rl.config import EnvConfig
+from trace_rl.engine.episode import EpisodeLimits
+from trace_rl.engine.text_driver import Agent, EpisodeSpec, run_episode
 from trace_rl.envs.base import ToolkitEnvironment
 from trace_rl.envs.check import check_domain
-from trace_rl.engine.conversation import Agent, EpisodeLimits, EpisodeSpec, run_episode
 from trace_rl.envs.registry import load_domain
-from trace_rl.envs.tau2.scripted import PlaybackClient, PlaybackUser, gold_messages
+from trace_rl.testing.playback import PlaybackClient, PlaybackUser, gold_messages
 
 DOMAINS = ("airline", "retail")
 

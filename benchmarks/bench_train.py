@@ -1,7 +1,7 @@
 """GRPO training cost on CPU: seconds per optimizer step and peak memory, trace-rl's loop vs TRL's own agent loop.
 
 Two loops on the same environment, model, LoRA, K, G, token limits, temperature and GRPOConfig
-(`trl_backend.grpo_args`):
+(`trl_setup.grpo_args`):
 
 - `ours`: TRL GRPOTrainer fed by trace-rl's `rollout_func` (token-in/token-out multi-turn episodes with the scripted
   user, env_mask, group-by-seed; `TRLBackend` with evaluation off);
@@ -34,19 +34,35 @@ import time
 from pathlib import Path
 from typing import Any
 
-for _key, _value in (("OMP_WAIT_POLICY", "PASSIVE"), ("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"),
-                     ("TRL_EXPERIMENTAL_SILENCE", "1"), ("TOKENIZERS_PARALLELISM", "false")):  # fmt: skip
+for _key, _value in (
+    ("OMP_WAIT_POLICY", "PASSIVE"),
+    ("HF_HUB_OFFLINE", "1"),
+    ("TRANSFORMERS_OFFLINE", "1"),
+    ("TRL_EXPERIMENTAL_SILENCE", "1"),
+    ("TOKENIZERS_PARALLELISM", "false"),
+):
     os.environ.setdefault(_key, _value)
 
 SETTINGS = {
     "tiny": {
-        "env": "toy", "k": 4, "g": 2, "max_turn_tokens": 32, "max_episode_tokens": 256, "max_turns": 2, "micro": 4,
+        "env": "toy",
+        "k": 4,
+        "g": 2,
+        "max_turn_tokens": 32,
+        "max_episode_tokens": 256,
+        "max_turns": 2,
+        "micro": 4,
     },
     "smollm2-135m": {
-        "env": "library:lookup_answer", "k": 4, "g": 2, "max_turn_tokens": 32, "max_episode_tokens": 320,
-        "max_turns": 2, "micro": 2,
+        "env": "library:lookup_answer",
+        "k": 4,
+        "g": 2,
+        "max_turn_tokens": 32,
+        "max_episode_tokens": 320,
+        "max_turns": 2,
+        "micro": 2,
     },
-}  # fmt: skip
+}
 
 
 # -- environments ---------------------------------------------------------------------------------------------------
@@ -102,7 +118,7 @@ def toy_env() -> Any:
 
 
 def make_env(spec: str) -> Any:
-    from trace_rl.training.envs import env_from_spec
+    from trace_rl.training.selection import env_from_spec
 
     return toy_env() if spec == "toy" else env_from_spec(spec)
 
@@ -169,15 +185,29 @@ def worker(model: str, loop: str, steps: int, warmup: int) -> dict[str, Any]:
     import torch
 
     from trace_rl.config.train import TrainConfig
-    from trace_rl.training.trl_backend import TRLBackend, build_dataset, grpo_args, limits_of, load_policy, lora_config
+    from trace_rl.training.trl_backend import TRLBackend
+    from trace_rl.training.trl_setup import build_dataset, grpo_args, limits_of, load_policy, lora_config
 
     s = SETTINGS[model]
     cfg = TrainConfig(
-        model=model, device="cpu", max_steps=warmup + steps, num_generations=s["k"], groups_per_step=s["g"],
-        max_turn_tokens=s["max_turn_tokens"], max_episode_tokens=s["max_episode_tokens"], max_turns=s["max_turns"],
-        learning_rate=1e-4, eval=False, resample_attempts=0, filter_on="none", save_steps=1000,
-        log_trajectories=False, lora_r=16, lora_alpha=16, micro_batch_size=s["micro"],
-    )  # fmt: skip
+        model=model,
+        device="cpu",
+        max_steps=warmup + steps,
+        num_generations=s["k"],
+        groups_per_step=s["g"],
+        max_turn_tokens=s["max_turn_tokens"],
+        max_episode_tokens=s["max_episode_tokens"],
+        max_turns=s["max_turns"],
+        learning_rate=1e-4,
+        eval=False,
+        resample_attempts=0,
+        filter_on="none",
+        save_steps=1000,
+        log_trajectories=False,
+        lora_r=16,
+        lora_alpha=16,
+        micro_batch_size=s["micro"],
+    )
     env = make_env(s["env"])
     timer = StepTimer()
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-train-{loop}-"))
@@ -194,7 +224,7 @@ def worker(model: str, loop: str, steps: int, warmup: int) -> dict[str, Any]:
     else:
         from trl import GRPOTrainer
 
-        from trace_rl.training.trl_backend import resolve_bf16
+        from trace_rl.training.trl_setup import resolve_bf16
 
         bf16 = resolve_bf16(cfg, "cpu")
         policy, tokenizer, _ = load_policy(cfg, "cpu", bf16)
@@ -260,7 +290,7 @@ def main() -> None:
     for model in args.models:
         for loop in args.loops:
             cmd = [sys.executable, __file__, "--worker", model, loop, "--steps", str(args.steps),
-                   "--warmup", str(args.warmup)]  # fmt: skip
+                   "--warmup", str(args.warmup)]  # fmt: skip  # argv: each flag beside its value
             proc = subprocess.run(cmd, capture_output=True, text=True)
             line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
             if line is None:
@@ -275,8 +305,10 @@ def main() -> None:
         if "error" in r:
             print(f"{r['model']:<15} {r['loop']:<9} error")
             continue
-        print(f"{r['model']:<15} {r['loop']:<9} {r['s_per_step']:7.2f}   {r['peak_rss_gb']:13.2f}   "
-              f"{r.get('model_tokens_per_step', 0):17.0f}   {r.get('prompt_tokens_per_step', 0):18.0f}")  # fmt: skip
+        print(
+            f"{r['model']:<15} {r['loop']:<9} {r['s_per_step']:7.2f}   {r['peak_rss_gb']:13.2f}   "
+            f"{r.get('model_tokens_per_step', 0):17.0f}   {r.get('prompt_tokens_per_step', 0):18.0f}"
+        )
     for model in args.models:
         ours, theirs = by.get((model, "ours")), by.get((model, "trl_env"))
         if ours and theirs and "error" not in ours and "error" not in theirs:

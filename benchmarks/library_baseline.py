@@ -3,9 +3,9 @@
 Rolls the model out with `run_episode` on the first N test tasks of every family, with the domain's scripted member,
 and writes `family_table.json` (per family: tasks, successes, success rate, mean reward; plus per difficulty),
 `trajectories.jsonl` and `settings.json` under --out. The agent's prompt is `domain.system_prompt()` (its version is
-recorded) with the worked example as chat turns (`domain.make_agent`); by default the client gets no tool schemas,
-because the prompt already lists the tools and SmolLM2's chat template ignores `tools` (the client would append a
-second, JSON listing).
+recorded) with the worked example as chat turns (`domain.example_messages()`); by default the client gets no tool
+schemas, because the prompt already lists the tools and SmolLM2's chat template ignores `tools` (the client would
+append a second, JSON listing).
 
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_WAIT_POLICY=PASSIVE \
         .venv/bin/python benchmarks/library_baseline.py --per-family 6
@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from trace_rl.config import EnvConfig, ModelConfig
+from trace_rl.engine.episode import EpisodeLimits
+from trace_rl.engine.text_driver import Agent, EpisodeSpec, run_episode
 from trace_rl.envs.evaluator import action_matches
 from trace_rl.envs.library import load_domain
 from trace_rl.envs.library.domain import LibraryDomain
-from trace_rl.engine.conversation import EpisodeLimits, EpisodeSpec, run_episode
 from trace_rl.models.base import SamplingParams
 from trace_rl.types import Task, Trajectory
 
@@ -173,8 +174,7 @@ def from_run(out: Path) -> None:
 async def run(args: argparse.Namespace) -> None:
     import torch
 
-    from trace_rl.models.local import LocalClient
-    from trace_rl.models.resolve import resolve_model_path
+    from trace_rl.models.registry import build_client
 
     torch.set_num_threads(args.threads)
     domain = load_domain("", EnvConfig(name="library"))
@@ -183,7 +183,7 @@ async def run(args: argparse.Namespace) -> None:
     dtype = pick_dtype(args.dtype)
     cfg = ModelConfig(kind="local", model=args.model, dtype=dtype, device="cpu", max_tokens=args.max_tokens)
     t_load = time.perf_counter()
-    client = LocalClient(cfg, name=args.model, model_path=resolve_model_path(args.model))
+    client = build_client(cfg, name=args.model)
     load_s = time.perf_counter() - t_load
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens)
     limits = EpisodeLimits(max_steps=args.max_steps, max_errors=args.max_errors)
@@ -217,7 +217,7 @@ async def run(args: argparse.Namespace) -> None:
         for i, task in enumerate(tasks):
             env = domain.make_env()
             tools = env.tool_schemas() if args.pass_tools else []
-            agent = domain.make_agent(client, sampling=sampling, tools=tools)
+            agent = Agent(client, domain.system_prompt(), tools, sampling=sampling, examples=domain.example_messages())
             traj = await run_episode(
                 env=env,
                 task=task,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from trace_rl.errors import UserError
 from trace_rl.artifacts.store import JsonlStore, RunDir, atomic_write_json, atomic_write_text, read_json
+from trace_rl.errors import UserError
 
 DUMMY_STAGE = textwrap.dedent(
     """

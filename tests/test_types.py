@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from trace_rl.artifacts.manifest import RunManifest
 from trace_rl.types import (
     Capability,
     ErrorRecord,
     Message,
     RewardInfo,
-    RunManifest,
     SampledTokens,
     Task,
     TerminationReason,

@@ -7,6 +7,11 @@ timeout): it is recorded on the trajectory, never counted as an agent failure.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class UserError(Exception):
     """Bad input from the user; the message names the field or value that is wrong."""
@@ -19,3 +24,10 @@ class InfraError(Exception):
         super().__init__(f"{kind}: {message}")
         self.kind = kind
         self.message = message
+
+
+def first_problem(exc: ValidationError) -> str:
+    """The first problem of a pydantic validation error on one line: `field.path: message`."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
+    return f"{where}: {err.get('msg', 'invalid')}"

@@ -1,52 +1,52 @@
 """`trace-rl run --config <file>`: every stage in order, each resuming what is already done.
 
-rollout (train split) → diagnose → synthesize → train → route → evaluate (held-out split) → report. The pipeline is only
-the stage commands called in order with the same config and run directory, so a stage can also be rerun alone. Before
-any compute it checks the config (every stage section), the environment's data, the model endpoints and the disk.
+rollout (train split) → diagnose → synthesize → train → route → evaluate (held-out split) → report. The pipeline calls
+the same stage objects as the stage commands (`Stage.run`, trace_rl/stage.py), with the same config and run
+directory, so a stage can also be rerun alone. Before any compute it checks the config (every section, validated at
+load), the environment's data, the model endpoints and the disk. The manifest records the command once
+(`trace-rl run ...`), and every stage record names it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import importlib
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import ValidationError
 
-from trace_rl.config import EXECUTOR_STAGES, TraceConfig, executor_with, format_validation_error, load_config
-from trace_rl.errors import UserError
+from trace_rl.artifacts.adapters import trained_adapters
+from trace_rl.artifacts.evaluation import Comparison
 from trace_rl.artifacts.store import RunDir
+from trace_rl.config import EXECUTOR_STAGES, TraceConfig, executor_with, load_config
+from trace_rl.errors import UserError
+from trace_rl.stage import Echo, Stage, StageContext, StageFailed, print_echo, run_stage
 
-STAGES = ("rollout", "diagnose", "synthesize", "train", "route", "evaluate", "report")
+STAGE_OBJECTS = {
+    "rollout": "trace_rl.rollout.stage:ROLLOUT",
+    "diagnose": "trace_rl.diagnose.stage:DIAGNOSE",
+    "synthesize": "trace_rl.synthesize.stage:SYNTHESIZE",
+    "train": "trace_rl.train.stage:TRAIN",
+    "route": "trace_rl.route.stage:ROUTE",
+    "evaluate": "trace_rl.evaluate.stage:EVALUATE",
+    "report": "trace_rl.report.stage:REPORT",
+}  # in pipeline order; imported when the stage runs (train and evaluate pull in torch)
+STAGES = tuple(STAGE_OBJECTS)
 MIN_FREE_BYTES = 2 * 1024**3  # adapters, checkpoints and a converted model
 
 
-def stage_section_validators() -> dict[str, Callable[[TraceConfig], Any]]:
-    """Each stage's own validation of its `stages.<name>` section (imported lazily: some pull torch)."""
-    from trace_rl.config.diagnose import diagnose_config
-    from trace_rl.config.evaluate import evaluate_config
-    from trace_rl.route.stage import route_config
-    from trace_rl.config.synthesize import synthesize_config
-    from trace_rl.config.train import TrainConfig
+def load_stage(name: str) -> Stage[Any, Any]:
+    """The stage object registered under `name`."""
+    if name == "train":  # training's environment defaults must be set before torch is imported
+        from trace_rl.train.command import quiet_defaults
 
-    def train(cfg: TraceConfig) -> Any:
-        try:
-            return TrainConfig.model_validate(cfg.stages.get("train") or {})
-        except ValidationError as err:
-            raise UserError(format_validation_error(err, "stages.train")) from None
-
-    return {
-        "diagnose": lambda cfg: diagnose_config(cfg.stages.get("diagnose")),
-        "synthesize": synthesize_config,
-        "train": train,
-        "route": route_config,
-        "evaluate": evaluate_config,
-    }
+        quiet_defaults()
+    module, _, attribute = STAGE_OBJECTS[name].partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def _check_endpoint(name: str, base_url: str, timeout_s: float = 5.0) -> None:
@@ -58,13 +58,9 @@ def _check_endpoint(name: str, base_url: str, timeout_s: float = 5.0) -> None:
 
 
 def preflight(cfg: TraceConfig, run_root: Path) -> list[str]:
-    """Check everything a run needs before spending compute; returns notes, raises UserError naming what is missing."""
+    """Check everything a run needs before spending compute; returns notes, raises UserError naming what is missing.
+    (The config itself, every stage section included, was validated when it was loaded.)"""
     notes: list[str] = []
-    unknown = set(cfg.stages) - set(STAGES)
-    if unknown:
-        raise UserError(f"stages: unknown section(s) {', '.join(sorted(unknown))} (known: {', '.join(STAGES)})")
-    for validate in stage_section_validators().values():
-        validate(cfg)
     from trace_rl.envs.registry import load_domain
 
     domain = load_domain(cfg.env.name, cfg.env)
@@ -102,18 +98,6 @@ def preflight(cfg: TraceConfig, run_root: Path) -> list[str]:
     return notes
 
 
-def stage_args(
-    stage: str, config: Path, run_root: Path, executor: str | None = None, ray_address: str | None = None
-) -> list[str]:
-    if stage == "report":
-        return ["report", "--run", str(run_root)]
-    args = [stage, "--config", str(config), "--run", str(run_root)]
-    if stage in EXECUTOR_STAGES:
-        args += ["--executor", executor] if executor else []
-        args += ["--ray-address", ray_address] if ray_address else []
-    return args
-
-
 @contextlib.contextmanager
 def shared_cluster(cfg: TraceConfig, stages: list[str]) -> Iterator[None]:
     """One local Ray instance for the whole pipeline when a stage runs on Ray without an address (each stage would
@@ -132,47 +116,57 @@ def shared_cluster(cfg: TraceConfig, stages: list[str]) -> Iterator[None]:
         cluster.close()
 
 
-def trained_adapters(run: RunDir) -> list[Path]:
-    return sorted(p.parent for p in (run.root / "adapters").glob("*/adapter_model.safetensors"))
-
-
 def headline(run: RunDir) -> list[str]:
     """Base vs TRACE on the held-out split, with intervals, from evaluate/comparison.json."""
-    path = run.root / "evaluate" / "comparison.json"
-    if not path.exists():
+    if not run.comparison.exists():
         return ["no comparison yet (evaluate did not run)"]
-    data = json.loads(path.read_text())
-    lines = [
-        f"held-out {data.get('env')} / {data.get('split')}: {data.get('tasks')} tasks x {data.get('trials')} trials"
-    ]
-    for arm in data.get("arms", []):
-        if arm["name"] not in ("base", "trace"):
+    data = Comparison.load(run.comparison)
+    lines = [f"held-out {data.env} / {data.split}: {data.tasks} tasks x {data.trials} trials"]
+    for arm in data.arms:
+        if arm.name not in ("base", "trace"):
             continue
-        p1 = next((r for r in arm.get("pass_k", []) if r["k"] == 1), None)
-        d1 = next((r for r in arm.get("diff_to_base", []) if r["k"] == 1), None)
+        p1, d1 = arm.at(1), arm.at(1, diff=True)
         if p1 is None:
-            lines.append(f"  {arm['name']:6s} skipped")
+            lines.append(f"  {arm.name:6s} skipped")
             continue
-        text = f"  {arm['name']:6s} pass^1 {p1['value']:.3f} [{p1['low']:.3f}, {p1['high']:.3f}]"
-        if d1 is not None and arm["name"] != "base":
-            text += f"   diff to base {d1['value']:+.3f} [{d1['low']:+.3f}, {d1['high']:+.3f}]"
+        text = f"  {arm.name:6s} pass^1 {p1.value:.3f} [{p1.low:.3f}, {p1.high:.3f}]"
+        if d1 is not None and arm.name != "base":
+            text += f"   diff to base {d1.value:+.3f} [{d1.low:+.3f}, {d1.high:+.3f}]"
         lines.append(text)
-    skipped = (data.get("details") or {}).get("skipped") or {}
+    skipped = data.details.get("skipped") or {}
     if "trace" in skipped:
         lines.append(f"  trace  skipped: {skipped['trace']}")
     return lines
 
 
+def _run_one(name: str, cfg: TraceConfig, run: RunDir, command: str, echo: Echo) -> None:
+    """One stage on its own copy of the config (stages add the models they resolve to it); a failure is reported
+    as the stage command reported it, then as one line naming the stage."""
+    ctx = StageContext(cfg.model_copy(deep=True), run, command=command, echo=echo)
+    try:
+        run_stage(load_stage(name), ctx)
+    except UserError as exc:
+        echo(f"error: {exc}", err=True)
+        code = 2
+    except StageFailed as exc:
+        echo(exc.message, err=True)
+        code = exc.exit_code
+    else:
+        return
+    raise UserError(f"stage '{name}' failed (exit {code}); fix it and rerun the same command to resume")
+
+
 def run_pipeline(
     config: Path,
     *,
-    invoke: Callable[[list[str]], int],
+    command: str,
     only: list[str] | None = None,
-    echo: Callable[[str], None] = print,
+    echo: Echo = print_echo,
     executor: str | None = None,
     ray_address: str | None = None,
 ) -> RunDir:
-    """Run the stages in order through `invoke` (the CLI's main); stop at the first stage that fails.
+    """Run the stages in order; stop at the first stage that fails. `command` is the command line recorded in the
+    run's manifest (once) and in every stage record.
 
     `executor` / `ray_address` (the command line's) override the config's executor section for every stage."""
     cfg = load_config(config)
@@ -193,9 +187,10 @@ def run_pipeline(
             if stage == "route" and not trained_adapters(run):
                 echo("route: skipped, no trained adapters (every environment needs attention); evaluate runs the base")
                 continue
-            code = invoke(stage_args(stage, config, run.root, executor, ray_address))
-            if code != 0:
-                raise UserError(f"stage '{stage}' failed (exit {code}); fix it and rerun the same command to resume")
+            _run_one(stage, cfg, run, command, echo)
             echo(f"── {stage} done in {time.perf_counter() - t0:.0f} s")
     echo(f"pipeline finished in {time.perf_counter() - started:.0f} s")
     return run
+
+
+__all__ = ["STAGES", "STAGE_OBJECTS", "headline", "load_stage", "preflight", "run_pipeline", "shared_cluster"]

@@ -1,8 +1,9 @@
 """Rollout metrics: pass^k with bootstrap confidence intervals over tasks, rewards, terminations, infra accounting.
 
 pass^k follows τ²-bench: for a task with n scored trials of which c succeeded, the chance that k trials drawn without
-replacement all succeed is C(c, k) / C(n, k); pass^k is its mean over tasks with n ≥ k. Confidence intervals (TRACE
-§11.2 fix) resample tasks with replacement (percentile bootstrap, a fixed RNG seed so a report is reproducible).
+replacement all succeed is C(c, k) / C(n, k); pass^k is its mean over tasks with n ≥ k. Confidence intervals
+(docs/method-notes.md §6.2) resample tasks with replacement (percentile bootstrap, a fixed RNG seed so a report is
+reproducible).
 
 Accounting: an episode is *scored* (the agent succeeded or failed), an *infra* failure (server down, timeout after
 retries, an internal error; retried on rerun, never an agent failure) or *missing* (planned, never finished). Every

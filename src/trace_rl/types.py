@@ -1,4 +1,4 @@
-"""The vocabulary of every file trace-rl writes: messages, tool calls, tasks, trajectories, capabilities, manifests.
+"""The vocabulary of every file trace-rl writes: messages, tool calls, tasks, trajectories, capabilities.
 
 All records are pydantic v2 models that round-trip through JSON unchanged. The task format follows τ²-bench's
 (`user_scenario`, `initial_state`, `evaluation_criteria`) so that τ² tasks load as they are
@@ -169,6 +169,14 @@ class RewardInfo(Record):
     details: dict[str, Any] = Field(default_factory=dict, description="Per-component evidence (hashes, checks).")
 
 
+class EpisodeScore(Record):
+    """How a finished training episode scored: the shaped reward used for advantages and the binary outcome."""
+
+    shaped: float = Field(description="Reward R_E(x, τ) fed to GRPO (may be shaped / partial credit).")
+    success: bool = Field(description="Success label y_E(x, τ); groups are filtered on it.")
+    breakdown: dict[str, float] = Field(default_factory=dict)
+
+
 class ErrorRecord(Record):
     """A per-episode error: data, not a crash."""
 
@@ -245,27 +253,3 @@ class Capability(Record):
         if not _SNAKE.match(v):
             raise ValueError(f"capability name '{v}' is not snake_case")
         return v
-
-
-class StageRecord(Record):
-    status: Literal["running", "done", "failed"] = "running"
-    started_at: float = 0.0
-    ended_at: float | None = None
-    config: dict[str, Any] = Field(default_factory=dict)
-    summary: dict[str, Any] = Field(default_factory=dict)
-
-
-class RunManifest(Record):
-    """What a run directory is: its config, the versions and git sha that produced it, and the stages run."""
-
-    name: str
-    created_at: float
-    trace_rl_version: str
-    git_sha: str | None = None
-    git_dirty: bool | None = None
-    python: str = ""
-    platform: str = ""
-    packages: dict[str, str] = Field(default_factory=dict)
-    config: dict[str, Any] = Field(default_factory=dict)
-    commands: list[str] = Field(default_factory=list)
-    stages: dict[str, StageRecord] = Field(default_factory=dict)

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trace_rl.models.base import ModelResponse, SamplingParams
 from trace_rl.artifacts.store import RunDir
+from trace_rl.models.base import ModelResponse, SamplingParams
 from trace_rl.types import (
     Action,
     EvaluationCriteria,
@@ -36,12 +36,15 @@ WRITE_KINDS = {
 }
 
 DETAILS = {
-    "M1": {"member_id": "M1", "fines": "0.00", "loans": [{"copy_id": "C11", "due": "2025-03-20"},
-                                                          {"copy_id": "C12", "due": "2025-03-25"}]},
+    "M1": {
+        "member_id": "M1",
+        "fines": "0.00",
+        "loans": [{"copy_id": "C11", "due": "2025-03-20"}, {"copy_id": "C12", "due": "2025-03-25"}],
+    },
     "M2": {"member_id": "M2", "fines": "4.75", "loans": []},
     "M3": {"member_id": "M3", "fines": "12.50", "card_status": "active", "loans": []},
     "M4": {"member_id": "M4", "fines": "0.00", "loans": []},
-}  # fmt: skip
+}
 COPIES = {
     "B5": [{"copy_id": "C51", "status": "on loan"}],
     "B7": [
@@ -72,23 +75,33 @@ FIND = {
 }
 TASKS = {
     "renew": _task(
-        "renew", [FIND["renew"], ("get_member_details", {"member_id": "M1"}), ("renew_loan", {"copy_id": "C11"})],
+        "renew",
+        [FIND["renew"], ("get_member_details", {"member_id": "M1"}), ("renew_loan", {"copy_id": "C11"})],
         ["2025-04-01"],
     ),
     "multi": _task(
         "multi",
-        [FIND["multi"], ("get_member_details", {"member_id": "M2"}), ("pay_fine", {"member_id": "M2", "amount": 2.0}),
-         ("get_book_copies", {"book_id": "B5"}), ("place_hold", {"member_id": "M2", "book_id": "B5"})],
+        [
+            FIND["multi"],
+            ("get_member_details", {"member_id": "M2"}),
+            ("pay_fine", {"member_id": "M2", "amount": 2.0}),
+            ("get_book_copies", {"book_id": "B5"}),
+            ("place_hold", {"member_id": "M2", "book_id": "B5"}),
+        ],
         [],
     ),
     "refuse": _task("refuse", [FIND["refuse"], ("get_member_details", {"member_id": "M3"})], ["12.50"]),
     "select": _task(
         "select",
-        [FIND["select"], ("get_member_details", {"member_id": "M4"}), ("get_book_copies", {"book_id": "B7"}),
-         ("check_out", {"member_id": "M4", "copy_id": "C72"})],
+        [
+            FIND["select"],
+            ("get_member_details", {"member_id": "M4"}),
+            ("get_book_copies", {"book_id": "B7"}),
+            ("check_out", {"member_id": "M4", "copy_id": "C72"}),
+        ],
         ["2025-04-11"],
     ),
-}  # fmt: skip
+}
 OPENING = {
     "renew": "Hi, please renew my loan C11. My email is ann@x.io.",
     "multi": "Hi, I want to pay 2.00 toward my fines and put a hold on B5. I returned B9 yesterday. Email bo@x.io.",
@@ -220,7 +233,7 @@ def planted() -> dict[str, tuple[Trajectory, str, str]]:
                         "tool_call_formatting", "malformed_call"),
         "malformed_2": (m, [*gold_steps(m)[:2], pay_bad_format, *gold_steps(m)[3:], ("say", "Hold placed.")],
                         "tool_call_formatting", "value_format"),
-    }  # fmt: skip
+    }  # fmt: skip  # table: one row per line
     return {tid: (play(tid, task, steps, success=False), cap, kind) for tid, (task, steps, cap, kind) in rows.items()}
 
 

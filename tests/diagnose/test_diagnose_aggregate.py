@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from trace_rl.diagnose.aggregate import aggregate, aggregate_capability, run_stats
 from trace_rl.artifacts.capabilities import Label
+from trace_rl.diagnose.aggregate import aggregate, aggregate_capability, run_stats
 
 L, P, N = Label.LACKING, Label.PRESENT, Label.NA
 

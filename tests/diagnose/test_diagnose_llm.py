@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from trace_rl.artifacts.capabilities import CandidateSpec, DiscoveryOutput, Label
 from trace_rl.config.diagnose import DiagnoseConfig
 from trace_rl.diagnose.items import AnalystError
 from trace_rl.diagnose.llm import extract_json
-from trace_rl.artifacts.capabilities import CandidateSpec, DiscoveryOutput, Label
 from trace_rl.diagnose.stage import run_diagnose
 from trace_rl.models.base import SamplingParams
 from trace_rl.types import Message
@@ -83,8 +83,10 @@ def test_scripted_analyst_end_to_end(tmp_path: Path):
     assert [r["passed"] for r in stats["noisy_cap"]["per_run"]] == [True] * 7 + [False] * 3
     assert stats["flat_cap"]["runs_passed"] == 0 and stats["flat_cap"]["delta_mean"] == 0
     assert {c.name: c.status for c in data.candidates} == {
-        "solid_cap": "pending", "noisy_cap": "rejected", "flat_cap": "rejected",
-    }  # fmt: skip
+        "solid_cap": "pending",
+        "noisy_cap": "rejected",
+        "flat_cap": "rejected",
+    }
     assert stats["noisy_cap"]["discovery_example_task_ids"] == ["select"]
     assert any("not_a_task" in w for w in data.warnings)  # unknown example ids dropped, with a warning
     # files: discovery, ten label runs, capabilities

@@ -11,13 +11,15 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
+from trace_rl.artifacts.capabilities import read_capabilities
+from trace_rl.artifacts.store import RunDir
+from trace_rl.config import config_from_record
+from trace_rl.config.diagnose import DiagnoseConfig, is_test_split
 from trace_rl.diagnose.command import diagnose_command
-from trace_rl.config.diagnose import DiagnoseConfig, diagnose_config, is_test_split
-from trace_rl.report.capabilities import capabilities_dict, capabilities_table, render, run_capabilities_dict
-from trace_rl.diagnose.stage import read_capabilities, run_diagnose
+from trace_rl.diagnose.stage import run_diagnose
 from trace_rl.diagnose.summaries import pack, summarize, truncate
 from trace_rl.errors import UserError
-from trace_rl.artifacts.store import RunDir
+from trace_rl.report.capabilities import capabilities_dict, capabilities_table, render, run_capabilities_dict
 
 from .diagnose_helpers import TASKS, WRITE_KINDS, clean, cleans, planted, register_desk, write_run
 
@@ -36,8 +38,11 @@ def test_leak_guard_and_exclusions_are_recorded(tmp_path: Path):
     data = run_diagnose(run, DiagnoseConfig(), tasks=TASKS, write_kinds=WRITE_KINDS).file
     assert data.splits == ["train"]
     assert data.n_trajectories["excluded"] == {
-        "infra_error": 1, "unscored": 1, "other_splits": {"test": 3}, "invalid_record": 0,
-    }  # fmt: skip
+        "infra_error": 1,
+        "unscored": 1,
+        "other_splits": {"test": 3},
+        "invalid_record": 0,
+    }
     assert data.n_trajectories["diagnosed"] == 8 + 15
     every = {t for c in data.candidates for t in c.stats["example_failed_trajectory_ids"]}
     assert not any("/test/" in t for t in every)
@@ -104,9 +109,11 @@ def test_tasks_and_tool_kinds_come_from_the_registered_domain(tmp_path: Path):
     injected = run_diagnose(run, DiagnoseConfig(), tasks=TASKS, write_kinds=WRITE_KINDS, fresh=True).file
     assert [c.model_dump() for c in data.candidates] == [c.model_dump() for c in injected.candidates]
     assert {c.name for c in data.selected} == {
-        "precondition_verification", "multi_step_task_completion", "tool_calling_precision",
+        "precondition_verification",
+        "multi_step_task_completion",
+        "tool_calling_precision",
         "structured_data_reasoning",
-    }  # fmt: skip
+    }
 
 
 def test_config_defaults_follow_the_paper_and_the_analyst():
@@ -119,9 +126,10 @@ def test_config_defaults_follow_the_paper_and_the_analyst():
         DiagnoseConfig(n_runs=3, k=4)
     with pytest.raises(UserError, match="cannot exceed the number of labeling runs"):
         _ = DiagnoseConfig(k=2).min_passes  # structural default N = 1
-    assert diagnose_config({"rho": 0.2}, {"rho": None, "delta": 0.3}).model_dump()["rho"] == 0.2
-    with pytest.raises(UserError, match=r"stages\.diagnose: rhoo"):
-        diagnose_config({"rhoo": 0.2})
+    cfg = config_from_record({"diagnose": {"rho": 0.2}}, {"diagnose.rho": None, "diagnose.delta": 0.3})
+    assert (cfg.diagnose.rho, cfg.diagnose.delta) == (0.2, 0.3)
+    with pytest.raises(UserError, match=r"diagnose\.rhoo"):
+        config_from_record({"diagnose": {"rhoo": 0.2}})
 
 
 def test_report_dict_and_table(tmp_path: Path):
@@ -145,16 +153,16 @@ def test_diagnose_command(tmp_path: Path):
     register_desk()
     run = write_run(tmp_path / "runs" / "cmd", [*cleans(), *(t for t, _, _ in planted().values())])
     app = typer.Typer()
-    app.command()(diagnose_command)
+    app.command("diagnose")(diagnose_command)
     app.command("noop")(lambda: None)  # two commands: typer keeps `diagnose` as a sub-command
-    result = CliRunner().invoke(app, ["diagnose-command", "--run", str(run.root), "--rho", "0.15", "--split", "train"])
+    result = CliRunner().invoke(app, ["diagnose", "--run", str(run.root), "--rho", "0.15", "--split", "train"])
     assert result.exit_code == 0, result.output
     assert "wrote" in result.output and "selected" in result.output
     data = read_capabilities(run)
     assert data.params.rho == 0.15
     commands = json.loads(run.manifest_path.read_text())["commands"]
     assert commands[-1] == f"trace-rl diagnose --run {run.root} --rho 0.15 --split train"
-    bad = CliRunner().invoke(app, ["diagnose-command", "--run", str(tmp_path / "nope")])
+    bad = CliRunner().invoke(app, ["diagnose", "--run", str(tmp_path / "nope")])
     assert isinstance(bad.exception, UserError)
 
 

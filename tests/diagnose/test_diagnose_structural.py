@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from trace_rl.artifacts.capabilities import Label
 from trace_rl.config.diagnose import DiagnoseConfig
 from trace_rl.diagnose.items import DiagnosisItem
-from trace_rl.artifacts.capabilities import Label
 from trace_rl.diagnose.stage import run_diagnose
 from trace_rl.diagnose.structural import (
     CAPABILITIES,
@@ -175,9 +175,16 @@ def _replay(domain, task, calls, *, success: bool, tid: str, say: str = "") -> T
     info = " ".join((task.evaluation_criteria.communicate_info or []) if success else [])
     messages.append(Message(role="assistant", content=say or f"All done. {info}"))
     return Trajectory(
-        id=f"library/train/{tid}", env="library", split="train", task_id=task.id, trial=0, seed=0,
-        messages=messages, reward=float(success), success=success,
-    )  # fmt: skip
+        id=f"library/train/{tid}",
+        env="library",
+        split="train",
+        task_id=task.id,
+        trial=0,
+        seed=0,
+        messages=messages,
+        reward=float(success),
+        success=success,
+    )
 
 
 def test_library_gold_replays_are_clean_and_planted_deficits_found(tmp_path: Path):
@@ -189,8 +196,11 @@ def test_library_gold_replays_are_clean_and_planted_deficits_found(tmp_path: Pat
     expected: dict[str, str] = {}
     for t in tasks:
         g = gold[t.id]
-        writes = [i for i, (n, _) in enumerate(g) if n in ("check_out", "renew_loan", "pay_fine", "place_hold",
-                                                             "cancel_hold", "return_copy")]  # fmt: skip
+        writes = [
+            i
+            for i, (n, _) in enumerate(g)
+            if n in ("check_out", "renew_loan", "pay_fine", "place_hold", "cancel_hold", "return_copy")
+        ]
         info = " ".join(t.evaluation_criteria.communicate_info or [])
         if fam[t.id] == "multi_step":  # stop after the first write (saying every fact: only one deficit planted)
             tid = f"{t.id}/stop"

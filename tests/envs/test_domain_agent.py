@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from trace_rl.engine.conversation import domain_agent
+from trace_rl.engine.text_driver import domain_agent
 from trace_rl.envs.registry import load_domain
 from trace_rl.models.scripted import ScriptedClient
 from trace_rl.types import Message

@@ -48,12 +48,11 @@ def test_history_is_role_flipped_and_agent_tool_traffic_hidden():
     assert [m.content for m in seen[1:]] == ["Hi! How can I help you today?", "I want to renew.", "Done."]
 
 
-def test_llm_user_runs_on_a_real_tiny_model(tmp_path: Path):
+def test_llm_user_runs_on_a_real_tiny_model(tiny_dir: Path):
     from trace_rl.models.local import LocalClient
-    from trace_rl.models.tiny import build_tiny_model
 
-    path = build_tiny_model(tmp_path / "tiny")
-    client = LocalClient(ModelConfig(kind="local", model=str(path), max_tokens=8, temperature=0.0), model_path=path)
+    cfg = ModelConfig(kind="local", model=str(tiny_dir), max_tokens=8, temperature=0.0)
+    client = LocalClient(cfg, model_path=tiny_dir)
     user = LLMUserSimulator(client, TASK, "Be a customer.")
     reply = asyncio.run(user.reply([Message(role="assistant", content="Hi! How can I help you today?")]))
     assert reply.role == "user" and (reply.content is not None or reply.tool_calls)

@@ -16,16 +16,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.artifacts.builders import write_capabilities_file
 from tests.rollout.toy import CounterDB, CounterTools, amount  # the same toy world as the rollout tests
 
+from trace_rl.artifacts.store import RunDir, atomic_write_json
 from trace_rl.config import EnvConfig, ModelConfig, TraceConfig
+from trace_rl.engine.plan import trial_seeds
 from trace_rl.envs.base import ToolkitEnvironment
 from trace_rl.envs.registry import register_domain
 from trace_rl.envs.users import ScriptedUser
 from trace_rl.errors import InfraError
 from trace_rl.models.base import ModelResponse, SamplingParams
-from trace_rl.engine.plan import trial_seeds
-from trace_rl.artifacts.store import RunDir, atomic_write_json
 from trace_rl.types import Action, EvaluationCriteria, Message, Task, ToolCall
 
 SEED = 300
@@ -111,8 +112,9 @@ class AdapterPolicy:
         return None
 
 
-def write_adapter(folder: Path, work: Path, name: str, *, steps: int = 3, k: int = 4, g: int = 2,
-                  logged: int | None = None) -> None:  # fmt: skip
+def write_adapter(
+    folder: Path, work: Path, name: str, *, steps: int = 3, k: int = 4, g: int = 2, logged: int | None = None
+) -> None:
     """A fake finished adapter: PEFT-looking files, train_config.json, done.json and `logged` training trajectories
     (default steps·G·K) in `work/trajectories.jsonl`."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -146,7 +148,7 @@ def make_run(root: Path, adapters: dict[str, int] | None = None, *, n_test: int 
     for name, logged in (adapters or {}).items():
         write_adapter(run.root / "adapters" / name, run.root / "train" / name, name, logged=logged)
     selected = [{"name": n, "definition": DEFINITIONS.get(n, f"The {n} capability.")} for n in (adapters or {})]
-    atomic_write_json(run.root / "diagnose" / "capabilities.json", {"selected": selected, "candidates": []})
+    write_capabilities_file(run, selected)
     return run
 
 
@@ -164,10 +166,19 @@ class FakeBackend:
 
     def train(self, env: Any, cfg: Any, *, adapter_dir: Path, work_dir: Path) -> Any:
         task = env.make_task(0)
-        self.calls.append({"env": env.name, "max_steps": cfg.max_steps, "save_steps": cfg.save_steps,
-                           "eval": cfg.eval, "first_task": task.id, "adapter_dir": adapter_dir})  # fmt: skip
-        write_adapter(adapter_dir, work_dir, env.name, steps=cfg.max_steps, k=cfg.num_generations,
-                      g=cfg.groups_per_step)  # fmt: skip
+        self.calls.append(
+            {
+                "env": env.name,
+                "max_steps": cfg.max_steps,
+                "save_steps": cfg.save_steps,
+                "eval": cfg.eval,
+                "first_task": task.id,
+                "adapter_dir": adapter_dir,
+            }
+        )
+        write_adapter(
+            adapter_dir, work_dir, env.name, steps=cfg.max_steps, k=cfg.num_generations, g=cfg.groups_per_step
+        )
         keep = work_dir.parent / "checkpoints"
         for step in range(cfg.save_steps, cfg.max_steps, cfg.save_steps):
             (keep / f"step-{step}").mkdir(parents=True, exist_ok=True)

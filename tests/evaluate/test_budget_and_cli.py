@@ -8,8 +8,9 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from trace_rl.evaluate.budget import adapter_budget, count_training_rollouts, matched_steps
-from trace_rl.evaluate.grpo_target import curve_steps
+from trace_rl.artifacts.trajectories import training_rollouts_by_step
+from trace_rl.evaluate.baselines import curve_steps
+from trace_rl.evaluate.budget import adapter_budget, matched_steps
 
 from .evaltoy import make_run, write_adapter
 
@@ -18,7 +19,7 @@ def test_training_rollouts_are_counted_from_the_log(tmp_path: Path) -> None:
     write_adapter(tmp_path / "a", tmp_path / "w", "cap", steps=3, k=4, g=2, logged=20)
     with (tmp_path / "w" / "trajectories.jsonl").open("a") as fh:  # a resumed step re-logged: counted once
         fh.write(json.dumps({"id": "cap/train/step0/call0/g0/0"}) + "\n" + '{"id": "cap/train/st')
-    assert count_training_rollouts(tmp_path / "w" / "trajectories.jsonl") == {0: 8, 1: 8, 2: 4}
+    assert training_rollouts_by_step(tmp_path / "w" / "trajectories.jsonl") == {0: 8, 1: 8, 2: 4}
     b = adapter_budget("cap", tmp_path / "a", tmp_path / "w")
     assert (b.rollouts, b.source, b.nominal, b.steps) == (20, "trajectories", 24, 3)
     assert b.until(1) == 8 and b.until(2) == 16
@@ -34,9 +35,9 @@ def test_matched_steps_and_curve_steps() -> None:
 
 
 def test_commands_map_flags_to_configs(tmp_path: Path, monkeypatch) -> None:
+    from trace_rl.artifacts.evaluation import Comparison
     from trace_rl.evaluate import stage as eval_stage
     from trace_rl.evaluate.command import evaluate_command
-    from trace_rl.artifacts.evaluation import Comparison
     from trace_rl.route import stage as route_stage
     from trace_rl.route.command import route_command
 
@@ -52,13 +53,31 @@ def test_commands_map_flags_to_configs(tmp_path: Path, monkeypatch) -> None:
     app.command("evaluate")(evaluate_command)
     app.command("route")(route_command)
     runner = CliRunner()
-    result = runner.invoke(app, ["evaluate", "--run", str(run.root), "--trials", "4", "--arms", "trace,gepa",
-                                 "--gepa-budget", "33", "--no-curve", "--no-train"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--run",
+            str(run.root),
+            "--trials",
+            "4",
+            "--arms",
+            "trace,gepa",
+            "--gepa-budget",
+            "33",
+            "--no-curve",
+            "--no-train",
+        ],
+    )
     assert result.exit_code == 0, result.output
     e = seen["ecfg"]
     assert (e.trials, e.arms, e.gepa.budget, e.curve.enabled, e.train_baselines) == (
-        4, ["base", "trace", "gepa"], 33, False, False
-    )  # fmt: skip
+        4,
+        ["base", "trace", "gepa"],
+        33,
+        False,
+        False,
+    )
     bad = runner.invoke(app, ["evaluate", "--run", str(tmp_path / "nope")])
     assert bad.exit_code != 0
 
@@ -66,12 +85,19 @@ def test_commands_map_flags_to_configs(tmp_path: Path, monkeypatch) -> None:
         seen["rcfg"] = rcfg
         from trace_rl.artifacts.evaluation import Estimate, RoutingAccuracy
 
-        return RoutingAccuracy(truth="t", labels=["cap_a", "base"], confusion=[[1, 1], [0, 0]],
-                               accuracy=Estimate(value=0.5, low=0.0, high=1.0), n_tasks=2, base_rate=0.5)  # fmt: skip
+        return RoutingAccuracy(
+            truth="t",
+            labels=["cap_a", "base"],
+            confusion=[[1, 1], [0, 0]],
+            accuracy=Estimate(value=0.5, low=0.0, high=1.0),
+            n_tasks=2,
+            base_rate=0.5,
+        )
 
     monkeypatch.setattr(route_stage, "run_route", fake_route)
-    result = runner.invoke(app, ["route", "--run", str(run.root), "--tasks", "7", "--oracle-trials", "2",
-                                 "--include-system"])  # fmt: skip
+    result = runner.invoke(
+        app, ["route", "--run", str(run.root), "--tasks", "7", "--oracle-trials", "2", "--include-system"]
+    )
     assert result.exit_code == 0, result.output
     r = seen["rcfg"]
     assert (r.tasks_per_env, r.oracle_trials, r.prompt.include_system) == (7, 2, True)

@@ -35,9 +35,18 @@ def _records(arm: str, successes: dict[str, list[bool]]) -> dict[str, dict]:
     for task, results in successes.items():
         for trial, ok in enumerate(results):
             key = f"toy/test/{task}/{trial}"
-            out[key] = {"id": key, "env": "toy", "split": "test", "task_id": task, "trial": trial,
-                        "reward": float(ok), "success": ok, "infra_error": None, "termination": "user_stop",
-                        "model": arm}  # fmt: skip
+            out[key] = {
+                "id": key,
+                "env": "toy",
+                "split": "test",
+                "task_id": task,
+                "trial": trial,
+                "reward": float(ok),
+                "success": ok,
+                "infra_error": None,
+                "termination": "user_stop",
+                "model": arm,
+            }
     return out
 
 
@@ -46,10 +55,26 @@ def test_pass_k_and_paired_difference_by_hand() -> None:
     # pass^1: base (2/3 + 0)/2 = 1/3, arm (1 + 1/3)/2 = 2/3, Δ = 1/3
     # pass^2: base (C(2,2)/C(3,2) + 0)/2 = 1/6, arm (1 + 0)/2 = 1/2, Δ = 1/3
     # pass^3: base 0, arm 1/2, Δ = 1/2
-    base = summarize_records(_records("b", {"t1": [True, True, False], "t2": [False] * 3}), "toy", "test",
-                             ["t1", "t2"], 3, samples=200, seed=0, level=0.95)  # fmt: skip
-    arm = summarize_records(_records("a", {"t1": [True] * 3, "t2": [False, True, False]}), "toy", "test",
-                            ["t1", "t2"], 3, samples=200, seed=0, level=0.95)  # fmt: skip
+    base = summarize_records(
+        _records("b", {"t1": [True, True, False], "t2": [False] * 3}),
+        "toy",
+        "test",
+        ["t1", "t2"],
+        3,
+        samples=200,
+        seed=0,
+        level=0.95,
+    )
+    arm = summarize_records(
+        _records("a", {"t1": [True] * 3, "t2": [False, True, False]}),
+        "toy",
+        "test",
+        ["t1", "t2"],
+        3,
+        samples=200,
+        seed=0,
+        level=0.95,
+    )
     result = arm_result("trace", arm, base, samples=200, seed=0, level=0.95, budget=40, adapters=["x"])
     assert [round(r.value, 6) for r in result.pass_k] == [round(2 / 3, 6), 0.5, 0.5]
     assert [round(r.value, 6) for r in result.diff_to_base] == [round(1 / 3, 6), round(1 / 3, 6), 0.5]
@@ -67,8 +92,13 @@ def test_pass_k_and_paired_difference_by_hand() -> None:
 
 def test_missing_and_infra_episodes_are_counted_not_scored() -> None:
     records = _records("b", {"t1": [True, False], "t2": [True]})
-    records["toy/test/t2/1"] = {**records["toy/test/t2/0"], "id": "toy/test/t2/1", "trial": 1, "success": None,
-                                "infra_error": "timeout: slow"}  # fmt: skip
+    records["toy/test/t2/1"] = {
+        **records["toy/test/t2/0"],
+        "id": "toy/test/t2/1",
+        "trial": 1,
+        "success": None,
+        "infra_error": "timeout: slow",
+    }
     group = summarize_records(records, "toy", "test", ["t1", "t2", "t3"], 2, samples=50, seed=0, level=0.95)
     assert (group.scored, group.infra, group.missing) == (3, 1, 2)
     assert group.pass_k[1].tasks == 1  # only t1 has two scored trials

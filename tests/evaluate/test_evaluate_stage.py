@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from trace_rl.errors import UserError
+from trace_rl.artifacts.evaluation import Comparison
 from trace_rl.config.evaluate import EvaluateConfig
+from trace_rl.errors import UserError
 from trace_rl.evaluate.stage import run_evaluate
-from trace_rl.artifacts.evaluation import COMPARISON_FILE, Comparison
 from trace_rl.routing.router import ScriptedRouter
 
 from .evaltoy import AdapterPolicy, FakeBackend, amount, make_run, trace_config
@@ -32,16 +32,28 @@ def reflection(prompt: object) -> str:
 
 
 def ecfg(**kw: object) -> EvaluateConfig:
-    data = {"trials": 2, "concurrency": 2, "samples": 200,
-            "gepa": {"val_tasks": 4, "train_tasks": 6}, "single_best": {"tasks": 10},
-            "curve": {"fractions": [0.5], "trials": 1}, **kw}  # fmt: skip
+    data = {
+        "trials": 2,
+        "concurrency": 2,
+        "samples": 200,
+        "gepa": {"val_tasks": 4, "train_tasks": 6},
+        "single_best": {"tasks": 10},
+        "curve": {"fractions": [0.5], "trials": 1},
+        **kw,
+    }
     return EvaluateConfig.model_validate(data)
 
 
 def evaluate(run, cfg: EvaluateConfig, policy: AdapterPolicy, router=None, backend=None):
-    return run_evaluate(run, trace_config(run), cfg, clients={"policy": policy},
-                        router=router or ScriptedRouter(ROUTES), backend=backend or FakeBackend(),
-                        reflection_lm=reflection)  # fmt: skip
+    return run_evaluate(
+        run,
+        trace_config(run),
+        cfg,
+        clients={"policy": policy},
+        router=router or ScriptedRouter(ROUTES),
+        backend=backend or FakeBackend(),
+        reflection_lm=reflection,
+    )
 
 
 def test_every_arm_with_budgets_and_curve(tmp_path: Path) -> None:
@@ -50,7 +62,7 @@ def test_every_arm_with_budgets_and_curve(tmp_path: Path) -> None:
     router = ScriptedRouter(ROUTES)
     comparison = evaluate(run, ecfg(), policy, router, backend)
 
-    assert Comparison.load(run.root / COMPARISON_FILE) == comparison
+    assert Comparison.load(run.comparison) == comparison
     assert [a.name for a in comparison.arms] == ["base", "trace", "grpo_target", "gepa", "single_best"]
     assert "no calibrated capability environment" in comparison.details["skipped"]["multi_capability"]
     arm = {a.name: a for a in comparison.arms}

@@ -12,11 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.artifacts.builders import write_capabilities_file
 
+from trace_rl.artifacts.store import RunDir, atomic_write_json
 from trace_rl.config import EnvConfig, ModelConfig, TraceConfig
 from trace_rl.config.evaluate import EvaluateConfig
 from trace_rl.evaluate.stage import run_evaluate
-from trace_rl.artifacts.store import RunDir, atomic_write_json
 
 pytestmark = pytest.mark.slow
 
@@ -34,21 +35,30 @@ def test_every_arm_on_the_tiny_model(tmp_path: Path) -> None:
     run.ensure(config=cfg.model_dump(mode="json"))
     train_cfg = {"model": "tiny", "max_steps": 2, "num_generations": 2, "groups_per_step": 1, "max_turn_tokens": 8,
                  "max_episode_tokens": 48, "max_turns": 2, "device": "cpu", "bf16": "false", "eval": False,
-                 "log_trajectories": True}  # fmt: skip
+                 "log_trajectories": True}  # fmt: skip  # data: packed, not one key per line
     for seed, name in enumerate(("lookup_answer", "copy_selection")):
         folder = run.root / "adapters" / name
         make_lora_adapter(tiny, folder, seed=seed)
         atomic_write_json(folder / "train_config.json", {"config": train_cfg, "capability": name})
         atomic_write_json(folder / "done.json", {"capability": name, "finished_at": time.time(), "steps": 2})
-    atomic_write_json(run.root / "diagnose" / "capabilities.json", {"selected": [
-        {"name": "lookup_answer", "definition": "Answering questions from the catalogue records."},
-        {"name": "copy_selection", "definition": "Picking the one copy that satisfies every condition."},
-    ]})  # fmt: skip
-    ecfg = EvaluateConfig.model_validate({
-        "trials": 1, "task_limit": 2, "concurrency": 1, "samples": 100,
-        "gepa": {"val_tasks": 2, "train_tasks": 2, "minibatch_size": 2},
-        "single_best": {"tasks": 1}, "curve": {"fractions": [0.5], "trials": 1},
-    })  # fmt: skip
+    write_capabilities_file(
+        run,
+        [
+            {"name": "lookup_answer", "definition": "Answering questions from the catalogue records."},
+            {"name": "copy_selection", "definition": "Picking the one copy that satisfies every condition."},
+        ],
+    )
+    ecfg = EvaluateConfig.model_validate(
+        {
+            "trials": 1,
+            "task_limit": 2,
+            "concurrency": 1,
+            "samples": 100,
+            "gepa": {"val_tasks": 2, "train_tasks": 2, "minibatch_size": 2},
+            "single_best": {"tasks": 1},
+            "curve": {"fractions": [0.5], "trials": 1},
+        }
+    )
 
     def reflection(prompt: object) -> str:
         return "```\nLook the record up first, then answer with the exact value.\n```"
@@ -63,8 +73,9 @@ def test_every_arm_on_the_tiny_model(tmp_path: Path) -> None:
     assert arm["grpo_target"].rollout_budget >= 8
     kept = run.root / "evaluate" / "grpo_target" / "checkpoints" / "step-2" / "adapter_model.safetensors"
     assert kept.is_file()
-    assert any(p.arm == "grpo_target" and 0 < p.budget < arm["grpo_target"].rollout_budget
-               for p in comparison.budget_curve)  # fmt: skip
+    assert any(
+        p.arm == "grpo_target" and 0 < p.budget < arm["grpo_target"].rollout_budget for p in comparison.budget_curve
+    )
     gepa = json.loads((run.root / "evaluate" / "gepa" / "result.json").read_text())
     assert gepa["rollouts_charged"] <= 8
     for a in comparison.arms:

@@ -40,9 +40,21 @@ class FakeEpisodes:
                 Message(role="user", content=f"please add 2 ({t.id})"),
                 Message(role="assistant", tool_calls=[ToolCall(id="c", name="increment", arguments={"by": 3})]),
             ]
-            out.append(Trajectory(id=f"{key}/{t.id}", env="toy", split="train", task_id=t.id, trial=0, seed=17,
-                                  messages=messages, reward=float(ok), success=ok, termination="user_stop",
-                                  infra_error="internal: boom" if t.id == "t1" else None))  # fmt: skip
+            out.append(
+                Trajectory(
+                    id=f"{key}/{t.id}",
+                    env="toy",
+                    split="train",
+                    task_id=t.id,
+                    trial=0,
+                    seed=17,
+                    messages=messages,
+                    reward=float(ok),
+                    success=ok,
+                    termination="user_stop",
+                    infra_error="internal: boom" if t.id == "t1" else None,
+                )
+            )
         return out
 
 
@@ -64,10 +76,17 @@ def test_gepa_optimisation_changes_the_candidate_within_budget() -> None:
     adapter = TraceGEPAAdapter(tasks, episodes, budget=30)
     assert TraceGEPAAdapter.propose_new_texts is None
     result = gepa.optimize(
-        seed_candidate=SEED, trainset=[f"t{i}" for i in range(6)], valset=[f"t{i}" for i in range(6, 10)],
-        adapter=adapter, reflection_lm=reflection, max_metric_calls=30, stop_callbacks=[adapter.stopper],
-        reflection_minibatch_size=3, seed=0, display_progress_bar=False,
-    )  # fmt: skip
+        seed_candidate=SEED,
+        trainset=[f"t{i}" for i in range(6)],
+        valset=[f"t{i}" for i in range(6, 10)],
+        adapter=adapter,
+        reflection_lm=reflection,
+        max_metric_calls=30,
+        stop_callbacks=[adapter.stopper],
+        reflection_minibatch_size=3,
+        seed=0,
+        display_progress_bar=False,
+    )
     best = result.best_candidate
     assert best != SEED and "careful" in best["exact_counting"]
     assert result.val_aggregate_scores[result.best_idx] == 1.0 > result.val_aggregate_scores[0]
@@ -80,10 +99,17 @@ def test_budget_is_a_hard_cap() -> None:
     episodes = FakeEpisodes()
     adapter = TraceGEPAAdapter(tasks, episodes, budget=7)
     result = gepa.optimize(
-        seed_candidate=SEED, trainset=[f"t{i}" for i in range(6)], valset=[f"t{i}" for i in range(6, 10)],
-        adapter=adapter, reflection_lm=reflection, max_metric_calls=7, stop_callbacks=[adapter.stopper],
-        reflection_minibatch_size=3, seed=0, display_progress_bar=False,
-    )  # fmt: skip
+        seed_candidate=SEED,
+        trainset=[f"t{i}" for i in range(6)],
+        valset=[f"t{i}" for i in range(6, 10)],
+        adapter=adapter,
+        reflection_lm=reflection,
+        max_metric_calls=7,
+        stop_callbacks=[adapter.stopper],
+        reflection_minibatch_size=3,
+        seed=0,
+        display_progress_bar=False,
+    )
     # 4 validation episodes of the seed + 3 minibatch episodes of the parent = 7; the child's 3 are refused
     assert episodes.episodes == adapter.used == 7 and adapter.refused == 3 and adapter.exhausted
     assert result.best_candidate == SEED

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+from trace_rl.engine.text_driver import Agent
 from trace_rl.envs.library.prompt import example_messages
-from trace_rl.engine.conversation import Agent
 from trace_rl.evaluate.episodes import RoutedClient
 from trace_rl.models.pool import conversation_key
 from trace_rl.models.scripted import ScriptedClient
@@ -15,8 +15,10 @@ from trace_rl.types import Message
 
 
 def converse(agent: Agent, opening: str) -> None:
-    history = [Message(role="assistant", content="Hi! How can I help you today?", turn=0),
-               Message(role="user", content=opening, turn=1)]  # fmt: skip
+    history = [
+        Message(role="assistant", content="Hi! How can I help you today?", turn=0),
+        Message(role="user", content=opening, turn=1),
+    ]
     asyncio.run(agent.act(history))
 
 

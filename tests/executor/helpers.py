@@ -14,12 +14,12 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from trace_rl.artifacts.store import atomic_write_json
 from trace_rl.config import EnvConfig, TraceConfig
+from trace_rl.engine.episode import GREETING
 from trace_rl.envs.library.oracle import plan
-from trace_rl.engine.conversation import GREETING
 from trace_rl.envs.registry import load_domain
 from trace_rl.models.base import ModelResponse, SamplingParams
-from trace_rl.artifacts.store import atomic_write_json
 from trace_rl.training.protocol import AdapterResult
 from trace_rl.types import Message
 
@@ -141,8 +141,13 @@ class MarkerBackend:
         time.sleep(self.delay_s)
         adapter_dir.mkdir(parents=True, exist_ok=True)
         (adapter_dir / "adapter_model.safetensors").write_bytes(env.name.encode())
-        info = {"capability": env.name, "pid": os.getpid(), "started": started, "ended": time.time(),
-                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}  # fmt: skip
+        info = {
+            "capability": env.name,
+            "pid": os.getpid(),
+            "started": started,
+            "ended": time.time(),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
         atomic_write_json(adapter_dir / "done.json", info)
         return AdapterResult(capability=env.name, adapter_dir=adapter_dir, steps=cfg.max_steps, summary=info)
 

@@ -10,15 +10,24 @@ import pytest
 from trace_rl.config import ExecutorConfig, ModelConfig, TraceConfig, executor_with, load_config
 from trace_rl.errors import UserError
 from trace_rl.executor import LocalExecutor, WorkJob, make_executor
+from trace_rl.models.base import ModelResponse
 from trace_rl.models.pool import EndpointPool, episode_scope
 from trace_rl.training.launcher import accelerate_command, train_job
-from trace_rl.models.base import ModelResponse
 from trace_rl.types import Message
 
 
 def test_executor_section_is_typed_and_strict(tmp_path: Path) -> None:
-    cfg = TraceConfig.model_validate({"executor": {"kind": "ray", "address": "auto", "num_workers": 8,
-                                                   "gpus_per_train_job": 4, "stages": {"train": "local"}}})  # fmt: skip
+    cfg = TraceConfig.model_validate(
+        {
+            "executor": {
+                "kind": "ray",
+                "address": "auto",
+                "num_workers": 8,
+                "gpus_per_train_job": 4,
+                "stages": {"train": "local"},
+            }
+        }
+    )
     assert cfg.executor.kind == "ray" and cfg.executor.for_stage("rollout").kind == "ray"
     assert cfg.executor.for_stage("train").kind == "local" and TraceConfig().executor.kind == "local"
     bad_values = [
@@ -39,7 +48,7 @@ def test_executor_section_is_typed_and_strict(tmp_path: Path) -> None:
 
 
 def test_base_urls_make_a_pool_and_exclude_base_url() -> None:
-    from trace_rl.models.resolve import build_client
+    from trace_rl.models.registry import build_client
 
     urls = ["http://a:8000/v1", "http://b:8000/v1", "http://c:8000/v1"]
     pool = build_client(ModelConfig(kind="openai", model="m", base_urls=urls), name="policy")
@@ -106,17 +115,29 @@ def test_local_executor_runs_jobs_in_order_and_stops_at_the_first_error() -> Non
 
 
 def test_train_jobs_ask_for_their_gpus_and_build_the_accelerate_launch(tmp_path: Path) -> None:
-    ray_cfg = ExecutorConfig(kind="ray", gpus_per_train_job=4, cpus_per_train_job=8, train_launcher="accelerate",
-                             accelerate_config=Path("zero2.yaml"))  # fmt: skip
+    ray_cfg = ExecutorConfig(
+        kind="ray",
+        gpus_per_train_job=4,
+        cpus_per_train_job=8,
+        train_launcher="accelerate",
+        accelerate_config=Path("zero2.yaml"),
+    )
     job = train_job(ray_cfg, name="cap", backend=None, env=None, cfg=None, run_root=tmp_path, from_run=True)
     assert (job.name, job.num_gpus, job.num_cpus) == ("train:cap", 4, 8)
-    local = train_job(ExecutorConfig(gpus_per_train_job=4), name="cap", backend=None, env=None, cfg=None,
-                      run_root=tmp_path, from_run=True)  # fmt: skip
+    local = train_job(
+        ExecutorConfig(gpus_per_train_job=4),
+        name="cap",
+        backend=None,
+        env=None,
+        cfg=None,
+        run_root=tmp_path,
+        from_run=True,
+    )
     assert local.num_gpus == 0  # the local executor ignores the Ray resources
     cmd = accelerate_command(tmp_path, "cap", tmp_path / "l.yaml", 4, Path("zero2.yaml"))
     assert cmd[1:] == ["-m", "accelerate.commands.launch", "--num_processes", "4", "--config_file", "zero2.yaml",
                        "-m", "trace_rl.train", "--run", str(tmp_path), "--capability", "cap",
-                       "--config", str(tmp_path / "l.yaml")]  # fmt: skip
+                       "--config", str(tmp_path / "l.yaml")]  # fmt: skip  # argv: each flag beside its value
     with pytest.raises(UserError, match="synthesized environments only"):
         train_job(ray_cfg, name="cap", backend=None, env=None, cfg=None, run_root=tmp_path, from_run=False)
 
@@ -129,7 +150,8 @@ def test_a_missing_ray_package_and_a_bad_executor_flag_are_one_line_errors(monke
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(UserError, match=r"needs the ray package: pip install -e '\.\[ray\]'"):
         make_executor(ExecutorConfig(kind="ray"))
-    code = main(["rollout", "--env", "library", "--model", "scripted", "--run", str(tmp_path / "r"),
-                 "--executor", "spark"])  # fmt: skip
+    code = main(
+        ["rollout", "--env", "library", "--model", "scripted", "--run", str(tmp_path / "r"), "--executor", "spark"]
+    )
     assert code == 2 and "executor.kind: Input should be 'local' or 'ray'" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()

@@ -15,16 +15,16 @@ from typing import Any
 
 import pytest
 
+from trace_rl.artifacts.store import JsonlStore, RunDir
 from trace_rl.config import ExecutorConfig
-from trace_rl.engine.conversation import EpisodeLimits
-from trace_rl.envs.registry import load_domain
 from trace_rl.config.evaluate import EvaluateConfig
-from trace_rl.evaluate.stage import run_evaluate
-from trace_rl.rollout.command import rollout
+from trace_rl.config.train import TrainConfig
+from trace_rl.engine.episode import EpisodeLimits
 from trace_rl.engine.plan import plan_jobs
 from trace_rl.engine.runner import EpisodeFactory, run_rollout
-from trace_rl.artifacts.store import JsonlStore, RunDir
-from trace_rl.config.train import TrainConfig
+from trace_rl.envs.registry import load_domain
+from trace_rl.evaluate.stage import run_evaluate
+from trace_rl.rollout.stage import rollout
 from trace_rl.train.stage import run_train
 
 from .helpers import GoldClient, MarkerBackend, NamedEnv, config, openings, stable
@@ -91,9 +91,15 @@ def test_a_worker_killed_mid_rollout_loses_nothing_and_duplicates_nothing(
     client = GoldClient(by_opening, latency_s=0.005, kill_marker=marker, kill_after_calls=8)
     domain = load_domain("library", config(tmp_path).env)
     tasks = domain.tasks("train")
-    factory = EpisodeFactory(domain=domain, env_name="library", split="train", client=client, model_name="gold",
-                             limits=EpisodeLimits(max_steps=30, max_errors=5),
-                             metadata={"run": "r", "user": "scripted"})  # fmt: skip
+    factory = EpisodeFactory(
+        domain=domain,
+        env_name="library",
+        split="train",
+        client=client,
+        model_name="gold",
+        limits=EpisodeLimits(max_steps=30, max_errors=5),
+        metadata={"run": "r", "user": "scripted"},
+    )
     store = JsonlStore(tmp_path / "r" / TRAJ)
     executor = RayExecutor(ExecutorConfig(kind="ray", num_workers=2, max_restarts=max_restarts, max_retries=3))
     try:
@@ -119,8 +125,9 @@ def test_a_worker_killed_mid_rollout_loses_nothing_and_duplicates_nothing(
 
 
 def test_evaluate_on_ray_matches_local(tmp_path: Path, ray_cluster, by_opening) -> None:
-    ecfg = EvaluateConfig.model_validate({"arms": ["base"], "trials": 2, "concurrency": 4, "samples": 100,
-                                          "curve": {"enabled": False}})  # fmt: skip
+    ecfg = EvaluateConfig.model_validate(
+        {"arms": ["base"], "trials": 2, "concurrency": 4, "samples": 100, "curve": {"enabled": False}}
+    )
     out = {}
     for kind in ("local", "ray"):
         cfg = config(tmp_path / kind, kind=kind, num_workers=2)

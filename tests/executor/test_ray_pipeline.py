@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from trace_rl.artifacts.store import RunDir
 from trace_rl.cli import main
 from trace_rl.config import ExecutorConfig
-from trace_rl.artifacts.store import RunDir
 from trace_rl.config.train import TrainConfig
-from trace_rl.training.envs import env_from_spec
 from trace_rl.train.stage import run_train
+from trace_rl.training.selection import env_from_spec
 
 from .helpers import stable
 
@@ -26,15 +26,14 @@ models:
 env: {{name: library, options: {{n_train: 4, n_test: 3}}, max_steps: 8, max_errors: 3}}
 rollout: {{policy: policy, user: scripted, split: train, trials: 2, concurrency: 2}}
 executor: {executor}
-stages:
-  diagnose: {{analyst: structural}}
-  synthesize: {{generator: target, author: null, policy: policy, groups: 2, samples: 2, max_attempts: 1,
-               max_tokens: 16, concurrency: 2, validation_seeds: 2}}
-  train: {{model: tiny, max_steps: 1, num_generations: 2, groups_per_step: 1, max_turn_tokens: 16,
-          max_episode_tokens: 256, max_turns: 2, eval_trials: 1, held_out_seeds: [1000001], device: cpu,
-          resample_attempts: 0}}
-  route: {{tasks_per_env: 2}}
-  evaluate: {{arms: [base, trace], trials: 2, concurrency: 2, curve: {{enabled: false}}}}
+diagnose: {{analyst: structural}}
+synthesize: {{generator: target, author: null, policy: policy, groups: 2, samples: 2, max_attempts: 1,
+             max_tokens: 16, concurrency: 2, validation_seeds: 2}}
+train: {{model: tiny, max_steps: 1, num_generations: 2, groups_per_step: 1, max_turn_tokens: 16,
+        max_episode_tokens: 256, max_turns: 2, eval_trials: 1, held_out_seeds: [1000001], device: cpu,
+        resample_attempts: 0}}
+route: {{tasks_per_env: 2}}
+evaluate: {{arms: [base, trace], trials: 2, concurrency: 2, curve: {{enabled: false}}}}
 """
 
 
@@ -75,9 +74,20 @@ def test_pipeline_on_ray_produces_the_local_artefacts(tmp_path: Path, ray_cluste
 
 
 def test_two_capabilities_train_in_parallel_on_ray_with_trl(tmp_path: Path, ray_cluster) -> None:
-    cfg = TrainConfig(model="tiny", max_steps=2, num_generations=2, groups_per_step=1, max_turn_tokens=16,
-                      max_episode_tokens=256, max_turns=2, eval_trials=1, held_out_seeds=[1000001], device="cpu",
-                      resample_attempts=0, save_steps=1)  # fmt: skip
+    cfg = TrainConfig(
+        model="tiny",
+        max_steps=2,
+        num_generations=2,
+        groups_per_step=1,
+        max_turn_tokens=16,
+        max_episode_tokens=256,
+        max_turns=2,
+        eval_trials=1,
+        held_out_seeds=[1000001],
+        device="cpu",
+        resample_attempts=0,
+        save_steps=1,
+    )
     specs = {"lookup_answer": "library:lookup_answer", "precondition_refusal": "library:precondition_refusal"}
     out = {}
     for kind in ("local", "ray"):

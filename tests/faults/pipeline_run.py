@@ -23,17 +23,16 @@ models:
   policy: {{kind: tiny, model: tiny, temperature: 0.7, max_tokens: 16, device: cpu}}
 env: {{name: library, options: {{n_train: 4, n_test: 3}}, max_steps: 8, max_errors: 3}}
 rollout: {{policy: policy, user: scripted, split: train, trials: 2, concurrency: 1}}
-stages:
-  diagnose: {{analyst: structural}}
-  synthesize: {{generator: target, author: null, policy: policy, groups: 2, samples: 2, max_attempts: 1,
-               max_tokens: 16, concurrency: 2, validation_seeds: 2,
-               acceptance: {{reward_range: [0, 1], success_range: [0, 1], min_std: 0, min_informative: 0,
-                            max_constant: 1, max_all_success: null, max_all_zero: null}}}}
-  train: {{model: tiny, max_steps: 2, save_steps: 1, num_generations: 2, groups_per_step: 1, max_turn_tokens: 16,
-          max_episode_tokens: 256, max_turns: 2, eval_trials: 1, held_out_seeds: [1000001], device: cpu,
-          resample_attempts: 0, train_seed_start: 40}}
-  route: {{tasks_per_env: 2}}
-  evaluate: {{arms: [base, trace], trials: 1, concurrency: 1, curve: {{enabled: false}}}}
+diagnose: {{analyst: structural}}
+synthesize: {{generator: target, author: null, policy: policy, groups: 2, samples: 2, max_attempts: 1,
+             max_tokens: 16, concurrency: 2, validation_seeds: 2,
+             acceptance: {{reward_range: [0, 1], success_range: [0, 1], min_std: 0, min_informative: 0,
+                          max_constant: 1, max_all_success: null, max_all_zero: null}}}}
+train: {{model: tiny, max_steps: 2, save_steps: 1, num_generations: 2, groups_per_step: 1, max_turn_tokens: 16,
+        max_episode_tokens: 256, max_turns: 2, eval_trials: 1, held_out_seeds: [1000001], device: cpu,
+        resample_attempts: 0, train_seed_start: 40}}
+route: {{tasks_per_env: 2}}
+evaluate: {{arms: [base, trace], trials: 1, concurrency: 1, curve: {{enabled: false}}}}
 """
 ROLLOUT_EPISODES = 8  # 4 train tasks x 2 trials
 EVAL_EPISODES = 3  # 3 test tasks x 1 trial, per arm

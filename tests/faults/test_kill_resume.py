@@ -139,8 +139,11 @@ def test_kill_9_at_six_points_then_rerun_gives_the_uninterrupted_artefacts(tmp_p
 
     assert set(stages(run).values()) == {"done"}
     assert (run / "report.html").read_text().rstrip().endswith("</html>")
-    for store in [run / "rollout/trajectories.jsonl", *run.glob("evaluate/arms/*.jsonl"),
-                  *run.glob("envs/*/calibration/trajectories.jsonl")]:  # fmt: skip
+    for store in [
+        run / "rollout/trajectories.jsonl",
+        *run.glob("evaluate/arms/*.jsonl"),
+        *run.glob("envs/*/calibration/trajectories.jsonl"),
+    ]:
         ids = [r["id"] for r in jsonl_records(store)]
         assert len(ids) == len(set(ids)), f"{store}: an episode was written twice"
     assert count(run / "rollout/trajectories.jsonl") == ROLLOUT_EPISODES

@@ -37,8 +37,10 @@ def schedule(model: str, n: int) -> Fault:
     return CYCLE[(n // 2 - 1) % len(CYCLE)] if n % 2 == 0 else "ok"
 
 
-MODEL = "{{kind: openai, model: {name}, base_url: '{url}', timeout_s: 1.0, max_retries: 2, backoff_s: 0.01, " \
-    "concurrency: 1, max_tokens: 32}}"  # fmt: skip
+MODEL = (
+    "{{kind: openai, model: {name}, base_url: '{url}', timeout_s: 1.0, max_retries: 2, backoff_s: 0.01, "
+    "concurrency: 1, max_tokens: 32}}"
+)
 CONFIG = """
 run: {{name: served, runs_dir: {runs_dir}}}
 models:
@@ -47,12 +49,11 @@ models:
   held_out: {evaluate}
 env: {{name: library, options: {{n_train: 3, n_test: 2}}, max_steps: 8, max_errors: 3}}
 rollout: {{policy: policy, user: scripted, split: train, trials: 2, concurrency: 1}}
-stages:
-  diagnose: {{analyst: structural}}
-  synthesize: {{generator: target, author: null, policy: calib, groups: 1, samples: 2, max_attempts: 1,
-               concurrency: 1, validation_seeds: 2}}
-  train: {{model: tiny, device: cpu}}
-  evaluate: {{arms: [base], policy: held_out, trials: 2, concurrency: 1, curve: {{enabled: false}}}}
+diagnose: {{analyst: structural}}
+synthesize: {{generator: target, author: null, policy: calib, groups: 1, samples: 2, max_attempts: 1,
+             concurrency: 1, validation_seeds: 2}}
+train: {{model: tiny, device: cpu}}
+evaluate: {{arms: [base], policy: held_out, trials: 2, concurrency: 1, curve: {{enabled: false}}}}
 """
 ROLLOUT_EPISODES, EVAL_EPISODES = 3 * 2, 2 * 2
 
@@ -118,8 +119,12 @@ def test_run_survives_a_faulty_model_server(tmp_path: Path, capsys):
     rollout = records(run / "rollout/trajectories.jsonl")
     assert len(rollout) == ROLLOUT_EPISODES + 1 and len(latest(run / "rollout/trajectories.jsonl")) == ROLLOUT_EPISODES
     assert report_json(run, capsys)["episodes"] == {
-        "expected": 6, "scored": 6, "infra": 0, "missing": 0, "unplanned": 0
-    }  # fmt: skip
+        "expected": 6,
+        "scored": 6,
+        "infra": 0,
+        "missing": 0,
+        "unplanned": 0,
+    }
     comparison = json.loads((run / "evaluate/comparison.json").read_text())
     (base,) = [a for a in comparison["arms"] if a["name"] == "base"]
     assert base["details"]["episodes"]["expected"] == EVAL_EPISODES

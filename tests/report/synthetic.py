@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from trace_rl.artifacts.capabilities import CapabilitiesFile, SelectionParams
-from trace_rl.report import plots
+from trace_rl.artifacts.environments import EnvSpec, GeneratorSpec, HintSpec, RewardSpec, write_env_spec
 from trace_rl.artifacts.evaluation import (
     ArmResult,
     BudgetPoint,
@@ -19,8 +19,11 @@ from trace_rl.artifacts.evaluation import (
     RoutedTask,
     RoutingAccuracy,
 )
-from trace_rl.routing.spec import RouterSpec, make_options, router_path
+from trace_rl.artifacts.layout import EnvLayout
+from trace_rl.artifacts.router import RouterSpec
 from trace_rl.artifacts.store import JsonlStore, RunDir, atomic_write_json
+from trace_rl.report import plots
+from trace_rl.routing.spec import make_options
 from trace_rl.types import (
     Capability,
     ErrorRecord,
@@ -34,7 +37,7 @@ from trace_rl.types import (
 CAPS = ("verify_before_act", "exact_arguments")
 TASKS = 6
 TRIALS = 3
-FIG4 = {  # TRACE Fig. 4, τ²-bench overall (trace-method.md §9.5)
+FIG4 = {  # TRACE Fig. 4, τ²-bench overall (docs/method-notes.md §8)
     "grpo_target": [32.9, 34.8, 37.8, 35.4, 37.8],
     "gepa": [32.9, 36.6, 38.4, 38.4, 39.6],
     "trace": [32.9, 40.9, 43.9, 45.1, 47.0],
@@ -128,14 +131,17 @@ def write_diagnose(run: RunDir) -> None:
 def write_envs(run: RunDir) -> None:
     for i, cap in enumerate(CAPS):
         folder = run.root / "envs" / cap
-        atomic_write_json(
-            folder / "spec.json",
-            {
-                "name": cap,
-                "definition": f"Definition of {cap}.",
-                "generator": {"kind": "library_variants", "difficulty": 1 + i},
-            },
+        spec = EnvSpec(
+            name=cap,
+            definition=f"Definition of {cap}.",
+            target={"name": "library"},
+            tools=[],
+            generator=GeneratorSpec(kind="library_variants", difficulty=1 + i),
+            reward=RewardSpec(),
+            hint=HintSpec(text="Check the records first."),
+            intro="",
         )
+        write_env_spec(EnvLayout(folder), spec)
         ok = i == 0
         figs = {
             "mean_reward": 0.41 if ok else 0.82,
@@ -224,7 +230,7 @@ def write_route(run: RunDir) -> None:
         [(c, f"Definition of {c}.", run.root / "adapters" / c) for c in CAPS],
         {CAPS[0]: ("env/x/0", 'Customer: renew #1 [Agent calls find_book(id="#1")] Agent: done')},
     )
-    RouterSpec(base_model="tiny", options=options).save(router_path(run))
+    RouterSpec(base_model="tiny", options=options).save(run.router)
     labels = [*CAPS, "base"]
     confusion = [[7, 2, 1], [1, 6, 3], [0, 1, 9]]
     RoutingAccuracy(

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from trace_rl.report.html import write_html_report
 from trace_rl.artifacts.store import RunDir
+from trace_rl.report.html import write_html_report
 
 PROBE = """<script>
 window.addEventListener('load', () => {

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from trace_rl.artifacts.evaluation import Comparison, Estimate, RoutingAccuracy
+from trace_rl.artifacts.store import RunDir
 from trace_rl.errors import UserError
 from trace_rl.report import plots
 from trace_rl.report.html import NOT_RUN, SECTIONS, render_report, write_html_report
-from trace_rl.artifacts.evaluation import Comparison, Estimate, RoutingAccuracy
-from trace_rl.artifacts.store import RunDir
 
 from .synthetic import build_synthetic_run
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from trace_rl.cli import main
 from trace_rl.artifacts.store import JsonlStore
+from trace_rl.cli import main
 
 from .fake_openai import FakeOpenAI
 
@@ -25,7 +26,7 @@ def rollout_argv(server: FakeOpenAI, run: Path, *extra: str) -> list[str]:
         "rollout", "--env", "library", "--split", "train", "--trials", "2", "--task-limit", "24",
         "--model", f"openai:fake@{server.base_url}", "--run", str(run), "--concurrency", "4", "--progress", "plain",
         *extra,
-    ]  # fmt: skip
+    ]  # fmt: skip  # argv: each flag beside its value
 
 
 def test_kill_9_mid_run_then_resume(tmp_path):
@@ -56,8 +57,9 @@ def test_kill_9_mid_run_then_resume(tmp_path):
     assert all(r["infra_error"] is None and r["reward"] is not None for r in latest.values())
     counts = Counter(r["id"] for r in store.records() if r["infra_error"] is None)
     assert max(counts.values()) == 1  # nothing written twice, nothing lost
-    manifest = (run / "manifest.json").read_text()
-    assert manifest.count("trace-rl rollout --env library") == 2 and '"status": "done"' in manifest
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert [c.startswith("trace-rl rollout --env library") for c in manifest["commands"]] == [True, True]
+    assert manifest["stages"]["rollout"]["status"] == "done"
 
 
 def test_sigterm_stops_cleanly(tmp_path):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from trace_rl.artifacts.trajectories import read_rollout_plans
 from trace_rl.config import ModelConfig, TraceConfig
 from trace_rl.errors import UserError
-from trace_rl.rollout.command import rollout
-from trace_rl.engine.plan import load_plans
+from trace_rl.rollout.stage import rollout
 from trace_rl.types import Trajectory
 
 from .fake_openai import FakeOpenAI
@@ -31,8 +31,8 @@ def test_success_writes_manifest_plan_and_stage(toy, run_dir):
     assert manifest.commands == ["trace-rl rollout --env toy"]
     stage = manifest.stages["rollout"]
     assert stage.status == "done" and stage.summary["ran"] == 12 and stage.summary["complete"] is True
-    plan = load_plans(run_dir)["toy/train"]
-    assert plan["trials"] == 2 and len(plan["task_ids"]) == 6 and plan["identity"]["policy"] == "toy"
+    plan = read_rollout_plans(run_dir)["toy/train"]
+    assert plan.trials == 2 and len(plan.task_ids) == 6 and plan.identity["policy"] == "toy"
     assert len(run_dir.jsonl("rollout/trajectories.jsonl").latest()) == 12
 
 
@@ -153,9 +153,9 @@ def test_tasks_without_a_scripted_user_are_named(run_dir):
 def test_local_backend_records_token_ids_with_and_without_adapter(tmp_path):
     """The in-process transformers + PEFT backend on the tiny random model: real sampled ids and log-probs."""
     pytest.importorskip("torch", reason="the local backend needs the [train] extra")
+    from trace_rl.artifacts.store import RunDir
     from trace_rl.models.resolve import tiny_path
     from trace_rl.models.tiny import make_lora_adapter
-    from trace_rl.artifacts.store import RunDir
 
     adapter = make_lora_adapter(tiny_path(), tmp_path / "lora-x", r=4, seed=3)
     for name in (None, "x"):

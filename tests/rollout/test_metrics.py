@@ -54,10 +54,15 @@ def test_summarize_three_tasks_three_trials():
 
 def test_infra_failures_are_not_agent_failures_and_stay_counted():
     recs = [
-        record("A", 0, True), record("A", 1, True), record("A", 2, True),
-        record("B", 0, True), record("B", 1, True), record("B", 2, None, infra="timeout: request timed out"),
-        record("C", 0, False), record("C", 1, None, infra="internal: RuntimeError: x"),
-    ]  # fmt: skip
+        record("A", 0, True),
+        record("A", 1, True),
+        record("A", 2, True),
+        record("B", 0, True),
+        record("B", 1, True),
+        record("B", 2, None, infra="timeout: request timed out"),
+        record("C", 0, False),
+        record("C", 1, None, infra="internal: RuntimeError: x"),
+    ]
     plans = {"toy/train": {"env": "toy", "split": "train", "task_ids": ["A", "B", "C", "D"], "trials": 3}}
     [g] = summarize(latest(recs), plans, samples=200)
     assert (g.expected, g.scored, g.infra, g.missing) == (12, 6, 2, 4)  # D: 3 missing, C: 1 missing

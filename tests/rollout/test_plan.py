@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from trace_rl.artifacts.trajectories import read_rollout_plans
+from trace_rl.engine.plan import check_identity, pending_jobs, plan_jobs, record_plan, trial_seeds
 from trace_rl.errors import UserError
-from trace_rl.engine.plan import check_identity, load_plans, pending_jobs, plan_jobs, record_plan, trial_seeds
 from trace_rl.types import Task
 
 
@@ -22,8 +23,11 @@ def test_trial_seeds_are_stable_prefixes():
 def test_jobs_are_trial_major_with_ids():
     jobs = plan_jobs("tau2:mock", "train", tasks(2), 2, 300)
     assert [j.id for j in jobs] == [
-        "tau2:mock/train/t0/0", "tau2:mock/train/t1/0", "tau2:mock/train/t0/1", "tau2:mock/train/t1/1",
-    ]  # fmt: skip
+        "tau2:mock/train/t0/0",
+        "tau2:mock/train/t1/0",
+        "tau2:mock/train/t0/1",
+        "tau2:mock/train/t1/1",
+    ]
     assert jobs[0].seed == jobs[1].seed != jobs[2].seed
 
 
@@ -37,9 +41,9 @@ def test_plan_file_merges_and_guards_identity(run_dir):
     ident = {"policy": "m", "seed": 300}
     record_plan(run_dir, "e", "s", tasks(2), 1, 300, ident)
     record_plan(run_dir, "e", "s", tasks(3)[1:], 3, 300, ident)
-    plan = load_plans(run_dir)["e/s"]
-    assert plan["task_ids"] == ["t0", "t1", "t2"] and plan["trials"] == 3
-    assert plan["trial_seeds"] == trial_seeds(300, 3)
+    plan = read_rollout_plans(run_dir)["e/s"]
+    assert plan.task_ids == ["t0", "t1", "t2"] and plan.trials == 3
+    assert plan.trial_seeds == trial_seeds(300, 3)
     check_identity(run_dir, "e", "s", ident)
     check_identity(run_dir, "e", "other", {"policy": "x"})
     with pytest.raises(UserError, match="policy: 'm' -> 'x'"):

@@ -10,9 +10,16 @@ from trace_rl.types import TokenCounts, Trajectory
 
 def traj(success: bool | None, infra: str | None = None) -> Trajectory:
     return Trajectory(
-        id="e/s/t/0", env="e", split="s", task_id="t", trial=0, seed=0, success=success, infra_error=infra,
+        id="e/s/t/0",
+        env="e",
+        split="s",
+        task_id="t",
+        trial=0,
+        seed=0,
+        success=success,
+        infra_error=infra,
         tokens=TokenCounts(prompt=10, completion=50, model_calls=2),
-    )  # fmt: skip
+    )
 
 
 def test_auto_is_plain_off_a_terminal():

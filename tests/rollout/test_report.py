@@ -10,8 +10,8 @@ from rich.console import Console
 
 from trace_rl.config import TraceConfig
 from trace_rl.errors import UserError
-from trace_rl.rollout.command import rollout
 from trace_rl.report.rollout_tables import report
+from trace_rl.rollout.stage import rollout
 
 from .toy import ToyPolicy
 

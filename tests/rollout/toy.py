@@ -12,13 +12,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from trace_rl.engine.plan import trial_seeds
 from trace_rl.envs.base import ToolkitEnvironment
 from trace_rl.envs.registry import register_domain
 from trace_rl.envs.toolkit import DB, ToolKit, ToolType, tool
 from trace_rl.envs.users import ScriptedUser
 from trace_rl.errors import InfraError
 from trace_rl.models.base import ModelResponse, SamplingParams
-from trace_rl.engine.plan import trial_seeds
 from trace_rl.types import Action, EvaluationCriteria, Message, SampledTokens, Task, ToolCall
 
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from trace_rl.config import EnvConfig, ModelConfig, TraceConfig
-from trace_rl.errors import UserError
-from trace_rl.artifacts.evaluation import ACCURACY_FILE, RoutedTask, RoutingAccuracy
-from trace_rl.route.accuracy import accuracy_report, confusion_matrix, format_confusion, oracle_figures
-from trace_rl.routing.router import ScriptedRouter
-from trace_rl.routing.spec import BASE, load_router_spec
-from trace_rl.route.stage import RouteConfig, run_route
+from trace_rl.artifacts.evaluation import RoutedTask, RoutingAccuracy
+from trace_rl.artifacts.router import BASE, read_router
 from trace_rl.artifacts.store import RunDir, atomic_write_json
+from trace_rl.config import EnvConfig, ModelConfig, RouteConfig, TraceConfig
+from trace_rl.errors import UserError
+from trace_rl.route.accuracy import accuracy_report, confusion_matrix, format_confusion, oracle_figures
+from trace_rl.route.stage import run_route
+from trace_rl.routing.router import ScriptedRouter
 
 
 def test_confusion_and_accuracy_by_hand() -> None:
@@ -40,7 +40,7 @@ def test_confusion_and_accuracy_by_hand() -> None:
 def test_oracle_figures_by_hand() -> None:
     tasks = [RoutedTask(task_id="t1", truth="a", predicted="a"), RoutedTask(task_id="t2", truth="b", predicted=BASE)]
     outcomes = {("t1", "a"): (2, 2), ("t1", BASE): (0, 2), ("t2", "b"): (1, 2), ("t2", BASE): (0, 2),
-                ("t1", "b"): (1, 2), ("t2", "a"): (0, 2)}  # fmt: skip
+                ("t1", "b"): (1, 2), ("t2", "a"): (0, 2)}  # fmt: skip  # data: packed, not one key per line
     means, routed, oracle, potential = oracle_figures(tasks, outcomes)
     assert routed == [1.0, 0.0] and oracle == [1.0, 0.5] and potential == [1.0, 0.0]
     assert tasks[0].solved_by == ["a", "b"] and tasks[1].solved_by == ["b"]
@@ -61,9 +61,10 @@ def _adapter(run: RunDir, name: str) -> None:
 def library_run(tmp_path: Path) -> RunDir:
     """Adapters for a synthesized library capability (`multi_step_completion`, envs/ folder) and for the
     `lookup_answer` family stand-in (no envs/ folder)."""
+    from trace_rl.artifacts.environments import write_env_spec
+    from trace_rl.config.synthesize import SynthesizeConfig
     from trace_rl.envs.registry import load_domain
     from trace_rl.envs.synthetic import load_capability_env
-    from trace_rl.config.synthesize import SynthesizeConfig
     from trace_rl.synthesize.evidence import Evidence
     from trace_rl.synthesize.from_target import target_spec
     from trace_rl.types import Capability
@@ -77,7 +78,7 @@ def library_run(tmp_path: Path) -> RunDir:
     evidence = Evidence(cap, tasks=[t for t in domain.tasks("train") if t.metadata["family"] == "multi_step"][:2])
     spec, why = target_spec(evidence, cap.name, env_cfg, domain, SynthesizeConfig(train_seeds=12, test_seeds=6))
     assert spec is not None, why
-    spec.save(run.root / "envs" / cap.name)
+    write_env_spec(run.env(cap.name), spec)
     assert load_capability_env(run.root / "envs" / cap.name).tasks("test")
     for name in ("lookup_answer", "multi_step_completion"):
         _adapter(run, name)
@@ -91,13 +92,13 @@ def _cfg(run: RunDir) -> TraceConfig:
 def test_run_route_with_a_scripted_router(library_run: RunDir) -> None:
     router = ScriptedRouter({"things today": "multi_step_completion"})  # lookup questions fall to base
     result = run_route(library_run, _cfg(library_run), RouteConfig(tasks_per_env=4, samples=200), router=router)
-    assert RoutingAccuracy.load(library_run.root / ACCURACY_FILE) == result
+    assert RoutingAccuracy.load(library_run.accuracy) == result
     assert result.labels == ["lookup_answer", "multi_step_completion", BASE]
     assert result.confusion == [[0, 0, 4], [0, 4, 0], [0, 0, 0]]
     assert result.accuracy.value == 0.5 and result.base_rate == 0.5 and result.n_tasks == 8
     assert len(router.calls) == 8  # one routing decision per held-out task, from its first user message
     assert all(msg.startswith(("Hi!", "Who", "What", "How", "When", "Is", "Do", "Can")) for msg, _, _ in router.calls)
-    spec = load_router_spec(library_run)
+    spec = read_router(library_run)
     assert spec.names == ["lookup_answer", "multi_step_completion", BASE]
     held = result.details["held_out"]
     assert held["multi_step_completion"]["source"].endswith("envs/multi_step_completion")
@@ -110,7 +111,8 @@ def test_run_route_on_the_tiny_model_with_oracle(library_run: RunDir) -> None:
     (2 adapters + base) on every held-out task once, with the tiny model as the policy."""
     import shutil
 
-    from trace_rl.models.resolve import build_client, resolve_model_path
+    from trace_rl.models.registry import build_client
+    from trace_rl.models.resolve import resolve_model_path
     from trace_rl.models.tiny import make_lora_adapter
 
     tiny_dir = resolve_model_path("tiny")
@@ -128,13 +130,15 @@ def test_run_route_on_the_tiny_model_with_oracle(library_run: RunDir) -> None:
     assert set(tiny.adapters) == {"lookup_answer", "multi_step_completion"}
     oracle = library_run.root / "route" / "oracle"
     assert sorted(p.name for p in oracle.glob("*.jsonl")) == [
-        "base.jsonl", "lookup_answer.jsonl", "multi_step_completion.jsonl"
-    ]  # fmt: skip
+        "base.jsonl",
+        "lookup_answer.jsonl",
+        "multi_step_completion.jsonl",
+    ]
     records = [json.loads(line) for p in oracle.glob("*.jsonl") for line in p.read_text().splitlines()]
     assert len(records) == 6 and {r["adapter"] for r in records} == {None, "lookup_answer", "multi_step_completion"}
     assert result.oracle_pass1 is not None and result.routed_pass1 is not None and result.potential_rate is not None
     assert result.oracle_pass1.value >= result.routed_pass1.value
-    assert json.loads((library_run.root / ACCURACY_FILE).read_text())["router"]["base_model"] == "tiny"
+    assert json.loads((library_run.accuracy).read_text())["router"]["base_model"] == "tiny"
 
 
 def test_route_needs_adapters(tmp_path: Path) -> None:

@@ -10,7 +10,10 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.artifacts.builders import write_capabilities_file
 
+from trace_rl.artifacts.router import BASE, RouterSpec, read_router
+from trace_rl.artifacts.store import RunDir
 from trace_rl.errors import InfraError, UserError
 from trace_rl.routing.prompt import condense_trajectory, routing_messages
 from trace_rl.routing.router import (
@@ -22,8 +25,7 @@ from trace_rl.routing.router import (
     ServerChoiceScorer,
     api_root,
 )
-from trace_rl.routing.spec import BASE, RouterSpec, load_router_spec, make_options, router_path, spec_from_run
-from trace_rl.artifacts.store import RunDir, atomic_write_json
+from trace_rl.routing.spec import make_options, spec_from_run
 from trace_rl.types import Message, ToolCall, Trajectory
 
 
@@ -84,12 +86,10 @@ def test_router_json_round_trip_and_spec_from_run(tmp_path: Path) -> None:
     for cap in ("exact_arguments", "verify_before_act", "multi"):
         (run.root / "adapters" / cap).mkdir(parents=True)
         (run.root / "adapters" / cap / "adapter_config.json").write_text("{}")
-    atomic_write_json(
-        run.root / "diagnose" / "capabilities.json",
-        {
-            "selected": [{"name": "verify_before_act", "definition": "Verify the record before acting on it."}],
-            "candidates": [{"name": "exact_arguments", "definition": "Use exact identifiers."}],
-        },
+    write_capabilities_file(
+        run,
+        selected=[{"name": "verify_before_act", "definition": "Verify the record before acting on it."}],
+        candidates=[{"name": "exact_arguments", "definition": "Use exact identifiers."}],
     )
     ok = Trajectory(
         id="verify_before_act/held_out/s1/0",
@@ -112,12 +112,12 @@ def test_router_json_round_trip_and_spec_from_run(tmp_path: Path) -> None:
     assert spec.options[1].description == "Verify the record before acting on it."
     assert spec.options[1].example == "Customer: cancel order #9" and spec.options[1].example_id == ok.id
     assert spec.options[0].example is None
-    spec.save(router_path(run))
-    assert load_router_spec(run) == spec
+    spec.save(run.router)
+    assert read_router(run) == spec
     with pytest.raises(UserError, match="no trained adapter"):
         spec_from_run(run, base_model="tiny", capabilities=["nope"])
     with pytest.raises(UserError, match="trace-rl route"):
-        load_router_spec(RunDir(tmp_path / "empty"))
+        read_router(RunDir(tmp_path / "empty"))
 
 
 class _Scorer:
@@ -149,14 +149,12 @@ def test_fixed_and_scripted_routers() -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny_client(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def tiny_client(tiny_dir: Path, tiny_adapters: dict[str, Path]) -> Any:
     from trace_rl.config import ModelConfig
     from trace_rl.models.local import LocalClient
-    from trace_rl.models.tiny import build_tiny_model, make_lora_adapter
 
-    folder = build_tiny_model(tmp_path_factory.mktemp("tiny") / "qwen2")
-    adapter = make_lora_adapter(folder, tmp_path_factory.mktemp("lora") / "a", seed=1)
-    return LocalClient(ModelConfig(kind="local", model=str(folder), device="cpu", adapters={"alpha": str(adapter)}))
+    adapters = {"alpha": str(tiny_adapters["a"])}
+    return LocalClient(ModelConfig(kind="local", model=str(tiny_dir), device="cpu", adapters=adapters))
 
 
 def test_local_label_logits_on_the_tiny_model(tiny_client: Any) -> None:

@@ -84,8 +84,10 @@ def test_worked_example_turns_are_not_the_conversation_opening() -> None:
     from trace_rl.models.chat_format import to_openai_messages
     from trace_rl.serve.wire import messages_from_openai
 
-    shots = [Message(role="user", content="[A] an example question", example=True),
-             Message(role="assistant", content="an example answer", example=True)]  # fmt: skip
+    shots = [
+        Message(role="user", content="[A] an example question", example=True),
+        Message(role="assistant", content="an example answer", example=True),
+    ]
 
     def body(opening: str) -> dict[str, Any]:
         own = [Message(role="system", content="be brief"), *shots, Message(role="user", content=opening)]

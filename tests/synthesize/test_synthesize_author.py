@@ -3,9 +3,9 @@ goes back to the author with the problems, and the accepted generator's tasks ar
 
 from __future__ import annotations
 
+from trace_rl.config.synthesize import SynthesizeConfig
 from trace_rl.envs.synthetic import load_capability_env
 from trace_rl.models.scripted import ScriptedClient
-from trace_rl.config.synthesize import SynthesizeConfig
 from trace_rl.synthesize.llm_author import extract_code
 from trace_rl.synthesize.stage import run_synthesize
 

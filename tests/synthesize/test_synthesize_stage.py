@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from trace_rl.config.synthesize import SynthesizeConfig
 from trace_rl.envs.registry import load_domain
 from trace_rl.envs.synthetic import load_capability_env
 from trace_rl.errors import UserError
-from trace_rl.config.synthesize import SynthesizeConfig
 from trace_rl.synthesize.stage import run_synthesize
 
 from .synth_helpers import LIBRARY_CAPABILITIES, OraclePolicy, make_library_run, read_json

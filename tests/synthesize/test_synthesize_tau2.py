@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from tests.artifacts.builders import write_capabilities_file
 
+from trace_rl.artifacts.store import RunDir
 from trace_rl.config import EnvConfig
+from trace_rl.config.synthesize import SynthesizeConfig
 from trace_rl.envs.registry import load_domain
 from trace_rl.errors import UserError
-from trace_rl.artifacts.store import RunDir, atomic_write_json
-from trace_rl.config.synthesize import SynthesizeConfig
 from trace_rl.synthesize.stage import run_synthesize
 from trace_rl.types import Capability
 
@@ -32,10 +31,7 @@ def test_retail_capability_environment(tmp_path):
         example_task_ids=[t.id for t in train[:6]] + [test[0].id],
         status="selected",
     )
-    atomic_write_json(run.root / "diagnose" / "capabilities.json", {
-        "selected": [cap.model_dump(mode="json")], "candidates": [], "splits": ["train"],
-        "params": {}, "n_trajectories": {}, "analyst": "scripted", "created_at": time.time(),
-    })  # fmt: skip
+    write_capabilities_file(run, [cap])
     syn = SynthesizeConfig(calibrate=False, validation_seeds=5, train_seeds=12, test_seeds=4)
     report = run_synthesize(run, None, {}, syn=syn)
     folder = run.root / "envs" / cap.name

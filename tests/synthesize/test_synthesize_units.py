@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from trace_rl.config import EnvConfig
+from trace_rl.config.synthesize import AcceptanceConfig
 from trace_rl.envs.registry import load_domain
 from trace_rl.envs.synthetic.leak_guard import LeakIndex
 from trace_rl.synthesize.calibrate import Rollout, figures, judge, pass_at_k
-from trace_rl.config.synthesize import AcceptanceConfig
 from trace_rl.synthesize.design import HINTS, capability_type
 from trace_rl.synthesize.leak import build_index, check
 from trace_rl.types import Capability, Trajectory

@@ -29,6 +29,6 @@ def tokenizer(tiny_dir: Path):
 
 @pytest.fixture(scope="session")
 def codec(tokenizer):
-    from trace_rl.engine.tokens import ChatCodec
+    from trace_rl.engine.chat_codec import ChatCodec
 
     return ChatCodec(tokenizer)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 
-from trace_rl.engine.conversation import domain_agent
+from trace_rl.engine.episode import EpisodeLimits
+from trace_rl.engine.prompt import agent_examples
+from trace_rl.engine.text_driver import domain_agent
+from trace_rl.engine.token_driver import initial_messages
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelResponse
-from trace_rl.training.envs import MixTrainEnv, agent_examples, library_family_env
-from trace_rl.engine.tokens import EpisodeLimits, initial_messages
+from trace_rl.training.envs import MixTrainEnv, library_family_env
 from trace_rl.training.grouping import SeedTable
 from trace_rl.training.rollout_func import seed_rows
 from trace_rl.types import Message

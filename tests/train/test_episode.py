@@ -5,13 +5,9 @@ from __future__ import annotations
 import pytest
 from train_toy import BLUE, DONE, RED, ScriptedSampler, ToyEnv, alternating
 
-from trace_rl.engine.tokens import (
-    EpisodeLimits,
-    EpisodeRequest,
-    EpisodeRunner,
-    PrefixError,
-    check_prefix_preserving,
-)
+from trace_rl.engine.chat_codec import PrefixError, check_prefix_preserving
+from trace_rl.engine.episode import EpisodeLimits
+from trace_rl.engine.token_driver import EpisodeRequest, EpisodeRunner
 from trace_rl.types import TerminationReason
 
 
@@ -97,7 +93,7 @@ def test_hinted_episode_returns_base_prompt(codec, tokenizer):
 def test_prefix_check_accepts_chatml_and_refuses_rewriting_template(tokenizer):
     from transformers import AutoTokenizer
 
-    from trace_rl.engine.tokens import ChatCodec
+    from trace_rl.engine.chat_codec import ChatCodec
 
     check_prefix_preserving(ChatCodec(tokenizer))
     bad = AutoTokenizer.from_pretrained(tokenizer.name_or_path)

@@ -10,8 +10,8 @@ import torch
 from train_toy import ToyEnv
 
 from trace_rl.config.train import TrainConfig
-from trace_rl.training.protocol import EpisodeScore
 from trace_rl.training.trl_backend import TRLBackend
+from trace_rl.types import EpisodeScore
 
 pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
@@ -29,10 +29,22 @@ class LengthEnv(ToyEnv):
 
 def test_cuda_bf16_training_with_the_trainers_own_sampler(tiny_dir, tmp_path):
     cfg = TrainConfig(
-        model=str(tiny_dir), max_steps=3, num_generations=4, groups_per_step=2, learning_rate=1e-3, lora_r=8,
-        lora_alpha=16, max_turn_tokens=24, max_episode_tokens=160, max_turns=2, filter_on="none",
-        resample_attempts=0, held_out_seeds=[1_000_000, 1_000_001], eval_trials=2, save_steps=2,
-    )  # fmt: skip
+        model=str(tiny_dir),
+        max_steps=3,
+        num_generations=4,
+        groups_per_step=2,
+        learning_rate=1e-3,
+        lora_r=8,
+        lora_alpha=16,
+        max_turn_tokens=24,
+        max_episode_tokens=160,
+        max_turns=2,
+        filter_on="none",
+        resample_attempts=0,
+        held_out_seeds=[1_000_000, 1_000_001],
+        eval_trials=2,
+        save_steps=2,
+    )
     trainers = []
     result = TRLBackend(on_trainer=trainers.append).train(
         LengthEnv("toy_gpu"), cfg, adapter_dir=tmp_path / "adapter", work_dir=tmp_path / "work"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from train_toy import BLUE, ScriptedSampler, ToyEnv, alternating
 
-from trace_rl.engine.tokens import EpisodeLimits, EpisodeResult, EpisodeRunner
+from trace_rl.engine.episode import EpisodeLimits
+from trace_rl.engine.token_driver import EpisodeResult, EpisodeRunner
 from trace_rl.training.grouping import (
     GroupPlan,
     SeedTable,
@@ -15,8 +16,8 @@ from trace_rl.training.grouping import (
     resample_seed,
     split_groups,
 )
-from trace_rl.training.protocol import EpisodeScore
 from trace_rl.training.rollout_func import GroupRollout, seed_rows
+from trace_rl.types import EpisodeScore
 
 
 def ep(seed: int, success: bool, shaped: float, hinted: bool = False) -> EpisodeResult:

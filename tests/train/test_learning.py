@@ -35,10 +35,21 @@ class GoldEnv(ToyEnv):
 
 def cfg_for(tiny_dir, **kw) -> TrainConfig:
     base = dict(
-        model=str(tiny_dir), max_steps=4, num_generations=4, groups_per_step=1, learning_rate=5e-3, lora_r=8,
-        lora_alpha=16, max_turn_tokens=48, max_episode_tokens=256, eval=False, bf16="false", save_steps=100,
-        resample_attempts=0, log_trajectories=True,
-    )  # fmt: skip
+        model=str(tiny_dir),
+        max_steps=4,
+        num_generations=4,
+        groups_per_step=1,
+        learning_rate=5e-3,
+        lora_r=8,
+        lora_alpha=16,
+        max_turn_tokens=48,
+        max_episode_tokens=256,
+        eval=False,
+        bf16="false",
+        save_steps=100,
+        resample_attempts=0,
+        log_trajectories=True,
+    )
     base.update(kw)
     return TrainConfig(**base)
 
@@ -85,8 +96,16 @@ def test_reward_moves_the_preferred_tool_call_and_only_lora_changes(tiny_dir, to
         lines = [json.loads(x) for x in (out / "adapter" / "metrics.jsonl").read_text().splitlines()]
         steps = [r for r in lines if isinstance(r["step"], int)]
         assert [r["step"] for r in steps] == [1, 2, 3, 4]
-        for key in ("reward", "frac_reward_zero_std", "clip_ratio/region_mean", "groups/frac_dropped",
-                    "env/success_rate", "tokens/model", "tokens/env", "step_seconds"):  # fmt: skip
+        for key in (
+            "reward",
+            "frac_reward_zero_std",
+            "clip_ratio/region_mean",
+            "groups/frac_dropped",
+            "env/success_rate",
+            "tokens/model",
+            "tokens/env",
+            "step_seconds",
+        ):
             assert key in steps[0], key
         assert steps[0]["env/success_rate"] == 0.5
         assert (out / "work" / "trajectories.jsonl").is_file()

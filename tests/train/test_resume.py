@@ -32,10 +32,23 @@ class KillAt(TrainerCallback):
 
 def test_killed_run_resumes_and_finished_adapter_is_skipped(tiny_dir, tokenizer, tmp_path):
     cfg = TrainConfig(
-        model=str(tiny_dir), max_steps=3, num_generations=2, groups_per_step=2, micro_batch_size=2,
-        learning_rate=1e-3, lora_r=4, lora_alpha=8, max_turn_tokens=12, max_episode_tokens=128, max_turns=2,
-        bf16="false", save_steps=1, resample_attempts=0, held_out_seeds=[1_000_000, 1_000_001], eval_trials=1,
-    )  # fmt: skip
+        model=str(tiny_dir),
+        max_steps=3,
+        num_generations=2,
+        groups_per_step=2,
+        micro_batch_size=2,
+        learning_rate=1e-3,
+        lora_r=4,
+        lora_alpha=8,
+        max_turn_tokens=12,
+        max_episode_tokens=128,
+        max_turns=2,
+        bf16="false",
+        save_steps=1,
+        resample_attempts=0,
+        held_out_seeds=[1_000_000, 1_000_001],
+        eval_trials=1,
+    )
     run = RunDir(tmp_path / "run")
     env = ToyEnv("toy")
 
@@ -56,8 +69,16 @@ def test_killed_run_resumes_and_finished_adapter_is_skipped(tiny_dir, tokenizer,
     assert result.resumed_from is not None and result.resumed_from.endswith("checkpoint-2")
     assert result.steps == 3 and not result.skipped
     assert (adapter / "eval_before.json").stat().st_mtime_ns == before_mtime  # reused, not recomputed
-    for name in ("adapter_model.safetensors", "adapter_config.json", "train_config.json", "metrics.jsonl",
-                 "eval_after.json", "eval.png", "training.png", "done.json"):  # fmt: skip
+    for name in (
+        "adapter_model.safetensors",
+        "adapter_config.json",
+        "train_config.json",
+        "metrics.jsonl",
+        "eval_after.json",
+        "eval.png",
+        "training.png",
+        "done.json",
+    ):
         assert (adapter / name).is_file(), name
     steps = sorted(
         r["step"]

@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 from train_toy import ToyEnv
 
-from trace_rl.envs.synthetic.spec import EnvStatus
-from trace_rl.errors import UserError
+from trace_rl.artifacts.environments import EnvStatus, write_env_status
+from trace_rl.artifacts.layout import EnvLayout
 from trace_rl.artifacts.store import RunDir, atomic_write_json
+from trace_rl.config.train import TrainConfig
+from trace_rl.errors import UserError
 from trace_rl.train import stage as stage_mod
 from trace_rl.train.command import build_config, main
-from trace_rl.config.train import TrainConfig
+from trace_rl.training import selection
 from trace_rl.training.envs import MixTrainEnv
 from trace_rl.training.protocol import AdapterResult
 
@@ -36,8 +38,8 @@ def run(tmp_path, monkeypatch):
         folder = run.root / "envs" / name
         folder.mkdir(parents=True)
         if status:
-            EnvStatus(status=status).save(folder)
-    monkeypatch.setattr(stage_mod, "load_synthesized_env", lambda folder: ToyEnv(folder.name))
+            write_env_status(EnvLayout(folder), EnvStatus(status=status))
+    monkeypatch.setattr(selection, "load_synthesized_env", lambda folder: ToyEnv(folder.name))
     return run
 
 
@@ -80,10 +82,13 @@ def test_env_spec_list_trains_each_family_or_their_mix(run):
 
 def test_config_precedence_and_one_line_errors(tmp_path, capsys):
     yaml_file = tmp_path / "c.yaml"
-    yaml_file.write_text("stages:\n  train:\n    max_steps: 7\n    learning_rate: 0.001\n    lora_r: 4\n")
-    cfg = build_config(yaml_file, ["lora_r=8", "filter_on=reward"], {"max_steps": 3, "model": None})
-    assert (cfg.max_steps, cfg.learning_rate, cfg.lora_r, cfg.filter_on) == (3, 0.001, 8, "reward")
-    with pytest.raises(UserError, match="train config: nope"):
+    yaml_file.write_text("train:\n  max_steps: 7\n  learning_rate: 0.001\n  lora_r: 4\n")
+    cfg = build_config(
+        yaml_file, ["lora_r=8", "filter_on=reward", "epsilon_high=null"], {"max_steps": 3, "model": None}
+    )
+    assert (cfg.train.max_steps, cfg.train.learning_rate, cfg.train.lora_r) == (3, 0.001, 8)
+    assert (cfg.train.filter_on, cfg.train.epsilon_high) == ("reward", None)
+    with pytest.raises(UserError, match=r"train\.nope: Extra inputs"):
         build_config(None, ["nope=1"], {})
     assert main(["--run", str(tmp_path / "r"), "--set", "num_generations=1"]) == 2
     assert "num_generations" in capsys.readouterr().err

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from trace_rl.engine.sampler import SampledTurn
 from trace_rl.envs.base import ToolkitEnvironment
 from trace_rl.envs.evaluator import is_success
 from trace_rl.envs.toolkit import DB, ToolKit, ToolType, tool
 from trace_rl.envs.users import ScriptedUser
-from trace_rl.training.protocol import EpisodeScore
-from trace_rl.engine.sampler import SampledTurn
-from trace_rl.types import Action, EvaluationCriteria, RewardType, Task
+from trace_rl.types import Action, EpisodeScore, EvaluationCriteria, RewardType, Task
 
 RED = '<tool_call>\n{"name": "pick", "arguments": {"color": "red"}}\n</tool_call>'
 BLUE = '<tool_call>\n{"name": "pick", "arguments": {"color": "blue"}}\n</tool_call>'

@@ -3,16 +3,21 @@
 Analyst output is validated against `DiscoveryOutput` / `LabelBatchOutput` before anything uses it; the files
 (`discovery.json`, `labels/run_<i>.json`, `capabilities.json`) are validated against `DiscoveryRecord`,
 `LabelRunRecord` and `CapabilitiesFile` before they are written, so a file on disk is always complete and well formed.
+`read_capabilities` is the one reader of `capabilities.json` (synthesize, route, evaluate and the report use it).
 """
 
 from __future__ import annotations
 
 import re
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from trace_rl.artifacts.layout import RunLayout
+from trace_rl.artifacts.store import atomic_write_json, read_json
+from trace_rl.errors import UserError, first_problem
 from trace_rl.types import Capability
 
 
@@ -175,6 +180,32 @@ class CapabilitiesFile(_Strict):
     created_at: float = 0.0
 
 
+def read_capabilities(run: RunLayout) -> CapabilitiesFile:
+    """The run's validated `diagnose/capabilities.json` (the one reader of it); UserError when diagnose has not run or
+    the file is not a capabilities file."""
+    path = run.capabilities
+    if not path.exists():
+        raise UserError(f"no {path}: run `trace-rl diagnose --run {run.root}` first")
+    try:
+        return CapabilitiesFile.model_validate(read_json(path))
+    except ValidationError as exc:
+        raise UserError(f"{path} is not a valid capabilities file: {first_problem(exc)}") from None
+
+
+def write_capabilities(run: RunLayout, data: CapabilitiesFile) -> Path:
+    atomic_write_json(run.capabilities, data)
+    return run.capabilities
+
+
+def capability_definitions(run: RunLayout) -> dict[str, str]:
+    """Capability name -> definition for every candidate diagnose kept (selected ones last, so theirs win); empty
+    when diagnose has not run."""
+    if not run.capabilities.exists():
+        return {}
+    data = read_capabilities(run)
+    return {c.name: c.definition for c in [*data.candidates, *data.selected] if c.definition}
+
+
 __all__ = [
     "CandidateSpec",
     "CapabilitiesFile",
@@ -185,4 +216,7 @@ __all__ = [
     "LabelMatrix",
     "LabelRunRecord",
     "SelectionParams",
+    "capability_definitions",
+    "read_capabilities",
+    "write_capabilities",
 ]

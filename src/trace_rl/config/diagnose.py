@@ -1,4 +1,4 @@
-"""`DiagnoseConfig`: the settings of `trace-rl diagnose` (YAML `stages.diagnose`, overridable by flags).
+"""`DiagnoseConfig`: the `diagnose` section of a trace-rl config (stage 1b of TRACE), overridable by flags.
 
 Defaults follow TRACE §3.3 (ρ = 0.10, δ = 0.20, up to 10 candidates, K = 8 of N = 10 labeling runs). The structural
 analyzer is deterministic, so its N runs would all agree: its default is N = 1, K = 1 (the same aggregation still runs).
@@ -7,11 +7,10 @@ analyzer is deterministic, so its N runs would all agree: its default is N = 1, 
 from __future__ import annotations
 
 import math
-from typing import Any
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
-from trace_rl.config import Section, format_validation_error
+from trace_rl.config.base import Section
 from trace_rl.errors import UserError
 
 STRUCTURAL = "structural"
@@ -40,7 +39,7 @@ class DiagnoseConfig(Section):
     max_candidates: int = Field(10, ge=1, description="Discovery returns at most this many capabilities (TRACE: 10).")
     splits: list[str] = Field(["train"], min_length=1, description="Rollout splits to diagnose (test would leak).")
     allow_test_split: bool = Field(
-        False, description="Permit test splits in `splits` (leaks test tasks into training; TRACE §11.1)."
+        False, description="Permit test splits in `splits` (leaks test tasks into training; docs/method-notes.md §6.1)."
     )
     batch_size: int = Field(20, ge=1, description="Trajectories per labeling call at most.")
     char_budget: int = Field(48_000, ge=2_000, description="Characters of trajectory summaries per labeling call.")
@@ -91,14 +90,4 @@ def is_test_split(split: str) -> bool:
     return "test" in s or "heldout" in s or "held_out" in s or s == "eval"
 
 
-def diagnose_config(section: dict[str, Any] | None, overrides: dict[str, Any] | None = None) -> DiagnoseConfig:
-    """`stages.diagnose` from a TraceConfig plus flag overrides (None values ignored); one-line UserError."""
-    data = dict(section or {})
-    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    try:
-        return DiagnoseConfig.model_validate(data)
-    except ValidationError as err:
-        raise UserError(format_validation_error(err, "stages.diagnose")) from None
-
-
-__all__ = ["STRUCTURAL", "DiagnoseConfig", "diagnose_config", "is_test_split"]
+__all__ = ["STRUCTURAL", "DiagnoseConfig", "is_test_split"]

@@ -1,11 +1,12 @@
-"""`EvaluateConfig`: the settings of `trace-rl evaluate` (YAML `stages.evaluate`, overridable by flags).
+"""`EvaluateConfig`: the `evaluate` section of a trace-rl config (stage 5 of TRACE), overridable by flags.
 
-Defaults follow TRACE where it says something (§4.1: same user simulator and decoding for every arm; §8: every training
-baseline gets the summed budget of the capability adapters, GEPA the same rollout budget) and the fixes of
-trace-method.md §11.2 where it does not (k ≥ 3 trials with recorded seeds, pass^k with bootstrap intervals over tasks,
-paired differences to the base on the same tasks and seeds). Our documented defaults for what the paper leaves open
-(§11.6): one rollout = one episode; the GEPA reflection LM is the base model itself (the paper's base model played
-every role) unless a `reflection_model` is named; GRPO on target trains on the target's *train* split.
+Defaults follow TRACE where it says something (§4.1: same user simulator and decoding for every arm; §4.2: every
+training baseline gets the summed budget of the capability adapters, GEPA the same rollout budget) and the fixes of
+docs/method-notes.md §6.2 where it does not (k ≥ 3 trials with recorded seeds, pass^k with bootstrap intervals over
+tasks, paired differences to the base on the same tasks and seeds). Our documented defaults for what the paper leaves
+open (docs/method-notes.md §5): one rollout = one episode; the GEPA reflection LM is the base model itself (the paper's
+base model played every role) unless a `reflection_model` is named; GRPO on target trains on the target's *train*
+split.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from trace_rl.config import Section, TraceConfig, apply_overrides, format_validation_error
-from trace_rl.errors import UserError
+from trace_rl.config.base import Section
 
 ARMS = ("base", "trace", "grpo_target", "gepa", "single_best", "multi_capability")
 
@@ -84,7 +84,7 @@ class EvaluateConfig(Section):
 
     arms: list[str] = Field(default_factory=lambda: list(ARMS), description=f"Arms to run: {', '.join(ARMS)}.")
     split: str = Field("test", description="Target split evaluated (held out from every earlier stage).")
-    trials: int = Field(3, ge=1, description="Trials per task (TRACE used 1; §11.2 asks for k ≥ 3).")
+    trials: int = Field(3, ge=1, description="Trials per task (TRACE used 1; docs/method-notes.md §6.2).")
     seed: int = Field(300, description="Base seed; trial seeds derive from it, identical for every arm (paired).")
     task_limit: int | None = Field(None, ge=1, description="Only the first N tasks of the split.")
     concurrency: int = Field(4, ge=1, description="Episodes in flight.")
@@ -122,15 +122,4 @@ class EvaluateConfig(Section):
         return ordered
 
 
-def evaluate_config(cfg: TraceConfig | None, overrides: dict[str, Any] | None = None) -> EvaluateConfig:
-    """The `stages.evaluate` section of `cfg` with flat overrides (`{"trials": 5, "gepa.budget": 40}`)."""
-    data = apply_overrides(dict((cfg.stages.get("evaluate") if cfg is not None else None) or {}), overrides)
-    try:
-        return EvaluateConfig.model_validate(data)
-    except Exception as err:
-        if hasattr(err, "errors"):
-            raise UserError(format_validation_error(err, "stages.evaluate")) from None  # type: ignore[arg-type]
-        raise
-
-
-__all__ = ["ARMS", "CurveConfig", "EvaluateConfig", "GepaConfig", "SingleBestConfig", "evaluate_config"]
+__all__ = ["ARMS", "CurveConfig", "EvaluateConfig", "GepaConfig", "SingleBestConfig"]

@@ -1,18 +1,17 @@
-"""`SynthesizeConfig`: the `stages.synthesize` section of a trace-rl config (stage 2 of TRACE)."""
+"""`SynthesizeConfig`: the `synthesize` section of a trace-rl config (stage 2 of TRACE)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator
 
-from trace_rl.config import Section, TraceConfig, format_validation_error
-from trace_rl.errors import UserError
+from trace_rl.config.base import Section
 
 
 class AcceptanceConfig(Section):
     """Calibration acceptance; defaults are the released TRACE code's (`pipeline/calibrate_environment.py`),
-    trace-method.md §4.4. The paper's own targets (mean 0.3-0.6, std > 0.2, > 60% varied groups) are stricter."""
+    docs/method-notes.md §2. The paper's own targets (mean 0.3-0.6, std > 0.2, > 60% varied groups) are stricter."""
 
     reward_range: tuple[float, float] = Field((0.2, 0.6), description="Mean shaped reward must lie in it.")
     success_range: tuple[float, float] = Field((0.2, 0.6), description="Binary success rate must lie in it.")
@@ -57,9 +56,12 @@ class SynthesizeConfig(Section):
     initial_difficulty: int = Field(1, ge=0, le=4, description="Starting difficulty knob (0 easiest, 4 hardest).")
     validation_seeds: int = Field(16, ge=1, description="Seeds whose tasks must replay and score before calibration.")
     min_sensitivity: float = Field(
-        0.9, ge=0.0, le=1.0, description="Share of validated tasks whose reward drops when the capability's step is "
-        "removed (Definition 2: the capability must be necessary)."
-    )  # fmt: skip
+        0.9,
+        ge=0.0,
+        le=1.0,
+        description="Share of validated tasks whose reward drops when the capability's step is "
+        "removed (Definition 2: the capability must be necessary).",
+    )
     leak_sample: int = Field(16, ge=1, description="Tasks per split the leak check scans (every draw is also guarded).")
     train_seeds: int = Field(256, ge=1, description="Size of the train split (seed range).")
     test_seeds: int = Field(64, ge=1, description="Size of the test split (a disjoint seed range).")
@@ -70,9 +72,12 @@ class SynthesizeConfig(Section):
         description="Shaped reward: weights of the additive term (capability, db, communicate, progress).",
     )
     unscored_scale: float = Field(
-        0.0, ge=0.0, le=1.0, description="Shaped reward multiplier for episodes cut by max steps, errors or timeout "
-        "(τ²: 0; a small value keeps partial credit for small models that rarely stop on their own)."
-    )  # fmt: skip
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Shaped reward multiplier for episodes cut by max steps, errors or timeout "
+        "(τ²: 0; a small value keeps partial credit for small models that rarely stop on their own).",
+    )
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     tau2_tries: int = Field(12, ge=1, description="Variant draws per seed before a τ² seed gives up.")
 
@@ -94,16 +99,4 @@ def _check_weights(value: dict[str, float]) -> dict[str, float]:
     return value
 
 
-def synthesize_config(cfg: TraceConfig | None, overrides: dict[str, Any] | None = None) -> SynthesizeConfig:
-    """The `stages.synthesize` section of `cfg`, with flat overrides (e.g. {"groups": 4})."""
-    data = dict((cfg.stages.get("synthesize") if cfg is not None else None) or {})
-    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    try:
-        return SynthesizeConfig.model_validate(data)
-    except Exception as err:  # pydantic.ValidationError
-        if hasattr(err, "errors"):
-            raise UserError(format_validation_error(err, "stages.synthesize")) from None  # type: ignore[arg-type]
-        raise
-
-
-__all__ = ["AcceptanceConfig", "SandboxConfig", "SynthesizeConfig", "synthesize_config"]
+__all__ = ["AcceptanceConfig", "SandboxConfig", "SynthesizeConfig"]

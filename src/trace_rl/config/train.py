@@ -9,11 +9,12 @@ K, G, lengths and steps from the command line (`trace-rl train --steps 8 --num-g
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from trace_rl.config import Section
+from trace_rl.config.base import Section
 
 
 class TrainConfig(Section):
@@ -21,11 +22,6 @@ class TrainConfig(Section):
 
     backend: Literal["trl"] = Field("trl", description="Training engine (TrainerBackend); only TRL's GRPOTrainer now.")
     model: str = Field("smollm2-135m", description="Policy base model: a local folder, an alias (tiny, smollm2-135m).")
-    sampler: Literal["transformers", "vllm"] = Field(
-        "transformers",
-        description="Rollout generation: the trainer's own PEFT model (transformers), or a vLLM server with runtime "
-        "LoRA loading (designed, not implemented yet; see engine/sampler.py).",
-    )
 
     # -- LoRA (released code: r=16, alpha=16, q/k/v/o) ------------------------------------------------------------
     lora_r: int = Field(16, ge=1, description="LoRA rank (released code: 16).")
@@ -140,3 +136,12 @@ class TrainConfig(Section):
 
     def micro(self) -> int:
         return self.micro_batch_size or self.num_generations
+
+
+REMOVED_FIELDS = frozenset({"sampler"})  # recorded by older runs; it offered one working value ("transformers")
+
+
+def recorded_train_config(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A train section as a run recorded it (manifest, an adapter's train_config.json), less the fields since removed,
+    so an older run's record still validates."""
+    return {k: v for k, v in data.items() if k not in REMOVED_FIELDS}

@@ -11,7 +11,7 @@ For one labeling run, capability c, trajectories i with labels ℓ_i ∈ {NA, PR
 Across N runs, c is selected when it passes in at least K runs (K = 8 of N = 10); selected capabilities are ranked by
 mean Δ (descending; ties by mean Cov, then name), as the paper's released aggregation does.
 
-Choices the paper leaves open (trace-method.md §3.3, §11.6), made here:
+Choices the paper leaves open (docs/method-notes.md §1), made here:
 - Empty denominators: ER+ = 0 when no success is labeled non-NA, ER− = 0 when no failure is, Cov = 0 when there are
   no failures; each such case adds a warning naming the capability and runs. Consequence: with no applicable successes
   Δ = ER−, i.e. the contrast degrades to the failure error rate, which the warning makes visible.
@@ -146,10 +146,20 @@ def run_stats(
     gap = er_neg - er_pos
     passed = gap >= delta - EPS and cov >= rho - EPS
     return RunStats(
-        er_pos=er_pos, er_neg=er_neg, delta=gap, cov=cov, passed=passed,
-        lacking_passed=lp, applicable_passed=ap, lacking_failed=lf, applicable_failed=af,
-        n_passed=n_pass, n_failed=n_fail, empty=empty, missing=missing,
-    )  # fmt: skip
+        er_pos=er_pos,
+        er_neg=er_neg,
+        delta=gap,
+        cov=cov,
+        passed=passed,
+        lacking_passed=lp,
+        applicable_passed=ap,
+        lacking_failed=lf,
+        applicable_failed=af,
+        n_passed=n_pass,
+        n_failed=n_fail,
+        empty=empty,
+        missing=missing,
+    )
 
 
 def _mean(xs: Sequence[float]) -> float:
@@ -208,11 +218,20 @@ def aggregate_capability(
     passed = sum(r.passed for r in per_run)
     deltas, covs = [r.delta for r in per_run], [r.cov for r in per_run]
     return CapabilityStats(
-        name=name, runs=per_run, runs_passed=passed, selected=passed >= k,
-        delta_mean=_mean(deltas), delta_std=_std(deltas), cov_mean=_mean(covs), cov_std=_std(covs),
-        er_pos_mean=_mean([r.er_pos for r in per_run]), er_neg_mean=_mean([r.er_neg for r in per_run]),
-        example_failed_ids=examples, lacking_counts=counts, warnings=warnings,
-    )  # fmt: skip
+        name=name,
+        runs=per_run,
+        runs_passed=passed,
+        selected=passed >= k,
+        delta_mean=_mean(deltas),
+        delta_std=_std(deltas),
+        cov_mean=_mean(covs),
+        cov_std=_std(covs),
+        er_pos_mean=_mean([r.er_pos for r in per_run]),
+        er_neg_mean=_mean([r.er_neg for r in per_run]),
+        example_failed_ids=examples,
+        lacking_counts=counts,
+        warnings=warnings,
+    )
 
 
 def rank(stats: Sequence[CapabilityStats]) -> list[CapabilityStats]:

@@ -1,68 +1,24 @@
-"""`trace-rl diagnose`: the typer command function (registered by cli.py).
-
-Settings come from `stages.diagnose` of `--config` (else of the config recorded in the run's manifest), then flags.
+"""`trace-rl diagnose`: the typer command (registered by cli.py). It maps its flags onto the `diagnose` section of
+`--config` (else of the config recorded in the run's manifest) and calls the diagnose stage (`diagnose/stage.py`).
 """
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from trace_rl.config import TraceConfig, load_config, model_from_spec
-from trace_rl.config.diagnose import DiagnoseConfig, diagnose_config
-from trace_rl.diagnose.stage import DiagnoseResult, diagnose_async
-from trace_rl.errors import UserError
+from trace_rl.artifacts.layout import ROLLOUT_TRAJECTORIES
 from trace_rl.artifacts.store import RunDir
-
-
-def _trace_config(config: Path | None, run: RunDir) -> TraceConfig:
-    if config is not None:
-        return load_config(config)
-    try:  # the config the run was created with, when it is a whole TraceConfig
-        return TraceConfig.model_validate(run.manifest().config)
-    except Exception:
-        return TraceConfig()
-
-
-async def _run(run: RunDir, cfg: DiagnoseConfig, trace_cfg: TraceConfig, fresh: bool) -> DiagnoseResult:
-    client = None
-    if not cfg.is_structural:
-        from trace_rl.models.resolve import build_client
-
-        name, model_cfg = model_from_spec(cfg.analyst, trace_cfg)
-        client = build_client(model_cfg, name=name)
-    try:
-        return await diagnose_async(run, cfg, client, fresh=fresh)
-    finally:
-        if client is not None:
-            await client.aclose()
-
-
-def _command_line(run: Path, config: Path | None, overrides: dict[str, Any], fresh: bool) -> str:
-    parts = ["trace-rl", "diagnose", "--run", str(run)]
-    if config is not None:
-        parts += ["--config", str(config)]
-    for key, value in overrides.items():
-        if value is None or value is False:
-            continue
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            parts.append(flag)
-        elif isinstance(value, list):
-            for v in value:
-                parts += [flag.removesuffix("s"), str(v)]
-        else:
-            parts += [flag, str(value)]
-    return " ".join(parts + (["--fresh"] if fresh else []))
+from trace_rl.stage import StageContext, command_line, load_run_config, run_stage
 
 
 def diagnose_command(
-    run: Annotated[Path, typer.Option("--run", help="Run directory holding rollout/trajectories.jsonl.")],
+    ctx: typer.Context,
+    run: Annotated[Path, typer.Option("--run", help=f"Run directory holding {ROLLOUT_TRAJECTORIES}.")],
     config: Annotated[
-        Path | None, typer.Option("--config", "-c", help="YAML config (stages.diagnose, models).")
+        Path | None, typer.Option("--config", "-c", help="YAML config (sections diagnose, models).")
     ] = None,
     analyst: Annotated[
         str | None, typer.Option("--analyst", help="'structural' (default, no LLM) or a model name / spec.")
@@ -77,7 +33,7 @@ def diagnose_command(
         list[str] | None, typer.Option("--split", help="Split to diagnose (repeatable; default train).")
     ] = None,
     allow_test_split: Annotated[
-        bool, typer.Option("--allow-test-split", help="Permit test splits (leaks test tasks; TRACE §11.1).")
+        bool, typer.Option("--allow-test-split", help="Permit test splits (leaks test tasks into training).")
     ] = False,
     max_candidates: Annotated[
         int | None, typer.Option("--max-candidates", help="Capabilities discovered at most.")
@@ -88,23 +44,25 @@ def diagnose_command(
     fresh: Annotated[bool, typer.Option("--fresh", help="Redo discovery and every labeling run.")] = False,
 ) -> None:
     """Find the capabilities the agent lacks (stage 1 of TRACE): writes diagnose/capabilities.json."""
-    from trace_rl.report.capabilities import render
+    from trace_rl.diagnose.stage import DiagnoseStage
 
     run_dir = RunDir(run)
-    if not run_dir.exists():
-        raise UserError(f"{run} is not a trace-rl run (no manifest.json)")
-    trace_cfg = _trace_config(config, run_dir)
-    overrides: dict[str, Any] = {
-        "analyst": analyst, "n_runs": n_runs, "k": k, "rho": rho, "delta": delta, "splits": split or None,
-        "allow_test_split": allow_test_split or None, "max_candidates": max_candidates, "batch_size": batch_size,
-        "concurrency": concurrency, "seed": seed,
-    }  # fmt: skip
-    cfg = diagnose_config(trace_cfg.stages.get("diagnose"), overrides)
-    line = _command_line(run, config, overrides, fresh)
-    run_dir.update_manifest(lambda m: m.commands.append(line))
-    result = asyncio.run(_run(run_dir, cfg, trace_cfg, fresh))
-    render(result.file)
-    typer.echo(f"wrote {result.path} ({len(result.selected)} selected: {', '.join(result.selected) or 'none'})")
+    run_dir.require()
+    overrides = {
+        "diagnose.analyst": analyst,
+        "diagnose.n_runs": n_runs,
+        "diagnose.k": k,
+        "diagnose.rho": rho,
+        "diagnose.delta": delta,
+        "diagnose.splits": split or None,
+        "diagnose.allow_test_split": allow_test_split or None,
+        "diagnose.max_candidates": max_candidates,
+        "diagnose.batch_size": batch_size,
+        "diagnose.concurrency": concurrency,
+        "diagnose.seed": seed,
+    }
+    cfg = load_run_config(run_dir, config, overrides)
+    run_stage(DiagnoseStage(fresh=fresh), StageContext(cfg, run_dir, command=command_line(ctx), echo=typer.echo))
 
 
 __all__ = ["diagnose_command"]

@@ -17,10 +17,10 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from trace_rl.diagnose import prompts
-from trace_rl.config.diagnose import DiagnoseConfig
-from trace_rl.diagnose.items import AnalystError, DiagnosisItem, DiscoveryResult, LabelResult
 from trace_rl.artifacts.capabilities import CandidateSpec, DiscoveryOutput, Label, LabelBatchOutput, LabelMatrix
+from trace_rl.config.diagnose import DiagnoseConfig
+from trace_rl.diagnose import prompts
+from trace_rl.diagnose.items import AnalystError, DiagnosisItem, DiscoveryResult, LabelResult
 from trace_rl.diagnose.summaries import pack, summarize
 from trace_rl.errors import InfraError
 from trace_rl.models.base import ModelClient, SamplingParams
@@ -147,9 +147,13 @@ class LLMAnalyst:
             prompts.EVIDENCE.format(table=self.evidence) if self.evidence and self.cfg.structural_evidence else ""
         )
         prompt = prompts.DISCOVERY.format(
-            n=len(shown), n_pass=n_pass, n_fail=n_fail, max_candidates=self.cfg.max_candidates,
-            evidence=evidence, summaries="\n\n".join(shown),
-        )  # fmt: skip
+            n=len(shown),
+            n_pass=n_pass,
+            n_fail=n_fail,
+            max_candidates=self.cfg.max_candidates,
+            evidence=evidence,
+            summaries="\n\n".join(shown),
+        )
         known = {i.task_id for i in items}
 
         def validate(data: Any) -> list[CandidateSpec]:
@@ -197,9 +201,10 @@ class LLMAnalyst:
         by_id = {item.id: ref for ref, item in refs.items()}
         summaries = "\n\n".join(self._summary(item, ref) for ref, item in refs.items())
         prompt = prompts.LABELING.format(
-            dictionary=prompts.dictionary_text(capabilities), example=prompts.label_example(capabilities),
+            dictionary=prompts.dictionary_text(capabilities),
+            example=prompts.label_example(capabilities),
             summaries=summaries,
-        )  # fmt: skip
+        )
         messages = [Message(role="system", content=prompts.SYSTEM), Message(role="user", content=prompt)]
         done: dict[str, dict[str, Label]] = {}
         warnings: list[str] = []

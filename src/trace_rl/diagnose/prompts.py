@@ -1,5 +1,5 @@
 """Prompts of the LLM analyst (discovery and labeling), written for trace-rl after TRACE §3.2 and the released
-prompts' requirements (trace-method.md §3.4): general capabilities, precise definitions, three-way labels, and
+prompts' requirements (docs/method-notes.md §1): general capabilities, precise definitions, three-way labels, and
 "lean toward PRESENT when the failure's cause is unclear"."""
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The diagnose stage: rollouts → discovery → N labeling runs → aggregation → `diagnose/capabilities.json`.
 
 Reads `rollout/trajectories.jsonl` (last record of an id wins). Excludes, and counts: infrastructure failures
-(`infra_error` set), unscored episodes (`success` is None), records that do not parse, and trajectories of splits not
-in `splits` (default: train only). A test split in `splits` is refused unless `allow_test_split` (TRACE §11.1: the
-paper mined capabilities from its test tasks). The splits used are recorded in capabilities.json.
+(`infra_error` set), unscored episodes (`success` is None), records that do not parse, and trajectories of splits not in
+`splits` (default: train only). A test split in `splits` is refused unless `allow_test_split` (docs/method-notes.md
+§6.1: the paper mined capabilities from its test tasks). The splits used are recorded in capabilities.json.
 
 Writes, each atomically and only after validation: `diagnose/discovery.json`, `diagnose/labels/run_<i>.json` (one per
 labeling run, written as each finishes), `diagnose/capabilities.json`. Resumable: a discovery or labeling run whose
@@ -21,15 +21,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
-from trace_rl.config import EnvConfig
-from trace_rl.diagnose.aggregate import aggregate
-from trace_rl.config.diagnose import DiagnoseConfig, is_test_split
-from trace_rl.diagnose.items import Analyst, AnalystError, DiagnosisItem
-from trace_rl.diagnose.llm import LLMAnalyst
 from trace_rl.artifacts.capabilities import (
     CandidateSpec,
     CapabilitiesFile,
@@ -38,7 +33,15 @@ from trace_rl.artifacts.capabilities import (
     LabelMatrix,
     LabelRunRecord,
     SelectionParams,
+    write_capabilities,
 )
+from trace_rl.artifacts.store import RunDir, atomic_write_json
+from trace_rl.artifacts.trajectories import read_trajectories
+from trace_rl.config import EnvConfig, TraceConfig
+from trace_rl.config.diagnose import DiagnoseConfig, is_test_split
+from trace_rl.diagnose.aggregate import aggregate
+from trace_rl.diagnose.items import Analyst, AnalystError, DiagnosisItem
+from trace_rl.diagnose.llm import LLMAnalyst
 from trace_rl.diagnose.structural import (
     CAPABILITIES as STRUCTURAL_CAPABILITIES,
 )
@@ -50,10 +53,11 @@ from trace_rl.diagnose.structural import (
 )
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient
-from trace_rl.artifacts.store import RunDir, atomic_write_json
+from trace_rl.models.registry import build_client
+from trace_rl.models.specs import model_from_spec
+from trace_rl.stage import StageContext
 from trace_rl.types import Capability, Task, Trajectory
 
-ROLLOUTS = "rollout/trajectories.jsonl"
 STAGE = "diagnose"
 
 
@@ -71,16 +75,10 @@ class DiagnoseResult:
 # -- inputs ---------------------------------------------------------------------------------------------------------
 def load_trajectories(run: RunDir) -> tuple[list[Trajectory], int]:
     """Latest record per id from the rollout store, and how many records did not parse."""
-    store = run.jsonl(ROLLOUTS)
-    if not store.path.exists():
-        raise UserError(f"no rollouts in {store.path}: run `trace-rl rollout` for this run first")
-    out, bad = [], 0
-    for record in store.latest().values():
-        try:
-            out.append(Trajectory.model_validate(record))
-        except ValidationError:
-            bad += 1
-    return out, bad
+    if not run.trajectories.exists():
+        raise UserError(f"no rollouts in {run.trajectories}: run `trace-rl rollout` for this run first")
+    by_id, bad = read_trajectories(run.trajectories)
+    return list(by_id.values()), bad
 
 
 def select_trajectories(
@@ -91,7 +89,7 @@ def select_trajectories(
     if leaking and not cfg.allow_test_split:
         raise UserError(
             f"diagnose: refusing to diagnose test split(s) {leaking}: capabilities mined from test tasks leak into "
-            "training (TRACE §11.1); use train splits, or set allow_test_split / --allow-test-split on purpose"
+            "training; use train splits, or set allow_test_split / --allow-test-split on purpose"
         )
     kept: list[Trajectory] = []
     excluded_split: Counter[str] = Counter()
@@ -229,9 +227,13 @@ async def _discover(
     if not candidates:
         raise AnalystError(f"analyst '{cfg.analyst}' proposed no capabilities")
     record = DiscoveryRecord(
-        analyst=cfg.analyst, fingerprint=fp, candidates=candidates, warnings=result.warnings,
-        prompt_chars=result.prompt_chars, created_at=time.time(),
-    )  # fmt: skip
+        analyst=cfg.analyst,
+        fingerprint=fp,
+        candidates=candidates,
+        warnings=result.warnings,
+        prompt_chars=result.prompt_chars,
+        created_at=time.time(),
+    )
     record = DiscoveryRecord.model_validate(record.model_dump(mode="json"))
     atomic_write_json(path, record)
     return record, False
@@ -253,9 +255,16 @@ async def _label_run(
         result = await analyst.label(items, candidates, run=run_index, seed=cfg.seed + run_index)
     labels = check_matrix(result.labels, ids, names, f"labeling run {run_index}")
     record = LabelRunRecord(
-        run=run_index, seed=cfg.seed + run_index, analyst=cfg.analyst, fingerprint=fp, capabilities=names,
-        labels=labels, warnings=result.warnings, calls=result.calls, created_at=time.time(),
-    )  # fmt: skip
+        run=run_index,
+        seed=cfg.seed + run_index,
+        analyst=cfg.analyst,
+        fingerprint=fp,
+        capabilities=names,
+        labels=labels,
+        warnings=result.warnings,
+        calls=result.calls,
+        created_at=time.time(),
+    )
     atomic_write_json(path, record)
     return record
 
@@ -287,10 +296,12 @@ def _drop_test_tasks(
     if not leaked or cfg.allow_test_split:
         return kept
     counts["excluded"]["test_tasks"] = len(leaked)
-    warnings.append(f"left out {len(leaked)} trajectories of test tasks found in split(s) {cfg.splits} (TRACE §11.1)")
+    warnings.append(
+        f"left out {len(leaked)} trajectories of test tasks found in split(s) {cfg.splits} (test-set leakage)"
+    )
     kept = [t for t in kept if (t.env, t.task_id) not in test_ids]
     if not kept:
-        raise UserError(f"diagnose: every trajectory in split(s) {cfg.splits} is of a test task (TRACE §11.1)")
+        raise UserError(f"diagnose: every trajectory in split(s) {cfg.splits} is of a test task (test-set leakage)")
     counts.update(
         diagnosed=len(kept),
         succeeded=sum(bool(t.success) for t in kept),
@@ -357,7 +368,7 @@ async def _label_all(
     items: list[DiagnosisItem],
     candidates: Sequence[CandidateSpec],
     cfg: DiagnoseConfig,
-    out: Path,
+    run: RunDir,
     fp: str,
     fresh: bool,
 ) -> tuple[list[LabelRunRecord], list[int]]:
@@ -368,7 +379,7 @@ async def _label_all(
     records: dict[int, LabelRunRecord] = {}
     jobs: dict[int, Any] = {}
     for r in range(cfg.runs):
-        path = out / "labels" / f"run_{r}.json"
+        path = run.label_run(r)
         old = None if fresh else _reusable(path, fp, ids, names)
         if old is not None:
             records[r] = old
@@ -452,26 +463,27 @@ async def diagnose_async(
     tasks: Mapping[str, Task] | Sequence[Task] | None = None,
     write_kinds: Mapping[str, bool] | None = None,
     fresh: bool = False,
+    command: str | None = None,
 ) -> DiagnoseResult:
     """Run the stage. `tasks` / `write_kinds` override loading the environments the trajectories name; `fresh`
-    redoes discovery and every labeling run."""
+    redoes discovery and every labeling run; `command` (the command line that ran it) is recorded in the manifest."""
     trajectories, bad = load_trajectories(run)
     kept, counts = select_trajectories(trajectories, cfg)
     counts["excluded"]["invalid_record"] = bad
     warnings: list[str] = []
     items, is_write = _items(run, cfg, kept, counts, warnings, tasks, write_kinds)
     analyst = _analyst(cfg, clients, items, is_write, counts["with_reference"], warnings)
-    out = run.stage_dir(STAGE)
     base_fp = _fingerprint(
         cfg.analyst, sorted((i.id, i.success) for i in items), cfg.max_candidates, cfg.structural_evidence
     )
-    with run.stage(STAGE, cfg.model_dump(mode="json")) as record:
-        discovery, disc_reused = await _discover(analyst, items, cfg, out / "discovery.json", base_fp, fresh)
+    if command is not None:
+        run.ensure(command=command)
+    with run.stage(STAGE, cfg.model_dump(mode="json"), command=command) as record:
+        discovery, disc_reused = await _discover(analyst, items, cfg, run.discovery, base_fp, fresh)
         label_fp = _fingerprint(base_fp, [c.model_dump() for c in discovery.candidates])
-        runs, reused_runs = await _label_all(analyst, items, discovery.candidates, cfg, out, label_fp, fresh)
+        runs, reused_runs = await _label_all(analyst, items, discovery.candidates, cfg, run, label_fp, fresh)
         data = _capabilities_file(cfg, items, discovery, runs, counts, warnings)
-        path = out / "capabilities.json"
-        atomic_write_json(path, data)
+        path = write_capabilities(run, data)
         reused = {"discovery": disc_reused, "label_runs": reused_runs}
         record.summary = {
             "selected": [c.name for c in data.selected],
@@ -493,25 +505,48 @@ def run_diagnose(
     return asyncio.run(diagnose_async(run, cfg, clients, **kwargs))
 
 
-def read_capabilities(run: RunDir) -> CapabilitiesFile:
-    """The validated `diagnose/capabilities.json` of a run."""
-    path = run.root / STAGE / "capabilities.json"
-    if not path.exists():
-        raise UserError(f"no {path}: run `trace-rl diagnose --run {run.root}` first")
+async def _diagnose_with_analyst(ctx: StageContext, cfg: DiagnoseConfig, fresh: bool) -> DiagnoseResult:
+    client = None
+    if not cfg.is_structural:
+        name, model_cfg = model_from_spec(cfg.analyst, ctx.config)
+        client = build_client(model_cfg, name=name)
     try:
-        return CapabilitiesFile.model_validate(json.loads(path.read_text()))
-    except (ValueError, ValidationError) as exc:
-        raise UserError(f"{path} is not a valid capabilities file: {str(exc).splitlines()[0]}") from None
+        return await diagnose_async(ctx.run, cfg, client, fresh=fresh, command=ctx.command)
+    finally:
+        if client is not None:
+            await client.aclose()
+
+
+@dataclass(frozen=True)
+class DiagnoseStage:
+    """The diagnose stage over the run's rollouts; `fresh` redoes discovery and every labeling run."""
+
+    fresh: bool = False
+    name: ClassVar[str] = STAGE
+
+    def section(self, config: TraceConfig) -> DiagnoseConfig:
+        return config.diagnose
+
+    def run(self, ctx: StageContext, section: DiagnoseConfig) -> DiagnoseResult:
+        ctx.run.require()
+        result = asyncio.run(_diagnose_with_analyst(ctx, section, self.fresh))
+        ctx.echo(f"wrote {result.path} ({len(result.selected)} selected: {', '.join(result.selected) or 'none'})")
+        ctx.echo(f"capability table: trace-rl report --run {ctx.run.root}")
+        return result
+
+
+DIAGNOSE = DiagnoseStage()
 
 
 __all__ = [
+    "DIAGNOSE",
     "DiagnoseResult",
+    "DiagnoseStage",
     "EnvInfo",
     "check_matrix",
     "diagnose_async",
     "load_tasks",
     "load_trajectories",
-    "read_capabilities",
     "run_diagnose",
     "select_trajectories",
 ]

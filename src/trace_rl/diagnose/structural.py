@@ -5,9 +5,9 @@ the gold sequence and deficits are named; each deficit makes one capability LACK
 does not need it (rules below), PRESENT when it is needed and no deficit was found. Being deterministic, its labeling
 runs all agree; the stage still runs the same aggregation (TRACE §3.3), with N = 1 by default.
 
-Capabilities (general names mapping onto the paper's types, §3.6) and detection rules. "Write" = a state-changing
-tool (the domain's WRITE tools, else a name heuristic); gold writes are matched one-to-one to the agent's writes by
-name and compared arguments (`compare_args`, else all arguments).
+Capabilities (general names mapping onto the paper's types, docs/method-notes.md §1) and detection rules. "Write" = a
+state-changing tool (the domain's WRITE tools, else a name heuristic); gold writes are matched one-to-one to the agent's
+writes by name and compared arguments (`compare_args`, else all arguments).
 
 - `tool_call_formatting` — applicable when the task has gold actions or the agent called a tool. LACKING: a call whose
   arguments did not parse, an unknown tool, a call rejected for missing / unexpected arguments, or a write that differs
@@ -44,8 +44,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trace_rl.diagnose.items import DiagnosisItem, DiscoveryResult, LabelResult
 from trace_rl.artifacts.capabilities import CandidateSpec, Label, LabelMatrix
+from trace_rl.diagnose.items import DiagnosisItem, DiscoveryResult, LabelResult
 from trace_rl.types import Action, Message, RewardType, Task, ToolCall, Trajectory
 
 WriteOracle = Callable[[str], bool]
@@ -93,7 +93,7 @@ CAPABILITIES: tuple[str, ...] = (PRECONDITION, PRECISION, COMPLETION, REASONING,
 _READ_PREFIXES = (
     "get_", "find_", "search_", "list_", "lookup_", "look_up_", "check_", "read_", "view_", "show_", "fetch_",
     "query_", "count_", "calculate", "compute_", "think", "transfer_to_human", "describe_", "browse_",
-)  # fmt: skip
+)  # fmt: skip  # word list: packed, not one per line
 _MALFORMED = re.compile(
     r"tool '[^']*' not found|could not parse arguments|unexpected keyword argument|missing \d+ required|"
     r"required (positional |keyword )?argument|takes \d+ positional argument",

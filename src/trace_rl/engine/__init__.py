@@ -1,2 +1,3 @@
-"""The one conversation engine: the episode state machine with a text driver (a `ModelClient`) and a token driver
-(a `TurnSampler`), the rollout runner that keeps many episodes in flight, and what a rollout plans."""
+"""The one conversation engine: the episode state machine (`episode`) with a text driver (`text_driver`, a
+`ModelClient`) and a token driver (`token_driver`, a `TurnSampler` over `chat_codec`), the one prompt assembler
+(`prompt`), the rollout runner that keeps many episodes in flight (`runner`), and what a rollout plans (`plan`)."""

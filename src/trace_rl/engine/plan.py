@@ -16,13 +16,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from trace_rl.artifacts.store import RunDir
+from trace_rl.artifacts.trajectories import RolloutPlan, read_rollout_plans, write_rollout_plans
 from trace_rl.errors import UserError
-from trace_rl.artifacts.store import RunDir, atomic_write_json, read_json
 from trace_rl.types import Task
 
 STAGE = "rollout"
-TRAJECTORIES = f"{STAGE}/trajectories.jsonl"
-PLANS = f"{STAGE}/plans.json"
 
 
 def episode_id(env: str, split: str, task_id: str, trial: int) -> str:
@@ -68,17 +67,12 @@ def pending_jobs(jobs: list[Job], latest: dict[str, dict[str, Any]]) -> list[Job
 # -- the plan file ---------------------------------------------------------------------------------------------------
 
 
-def load_plans(run_dir: RunDir) -> dict[str, dict[str, Any]]:
-    path = run_dir.root / PLANS
-    return read_json(path) if path.exists() else {}
-
-
 def check_identity(run_dir: RunDir, env: str, split: str, identity: dict[str, Any]) -> None:
     """Refuse to mix agents: a rerun into the same run must use the same policy, adapter, user, seed and sampling."""
-    previous = load_plans(run_dir).get(f"{env}/{split}")
+    previous = read_rollout_plans(run_dir).get(f"{env}/{split}")
     if previous is None:
         return
-    old = previous.get("identity", {})
+    old = previous.identity
     changed = sorted(k for k in set(old) | set(identity) if old.get(k) != identity.get(k))
     if changed:
         details = "; ".join(f"{k}: {old.get(k)!r} -> {identity.get(k)!r}" for k in changed)
@@ -90,24 +84,24 @@ def check_identity(run_dir: RunDir, env: str, split: str, identity: dict[str, An
 
 def record_plan(
     run_dir: RunDir, env: str, split: str, tasks: list[Task], trials: int, seed: int, identity: dict[str, Any]
-) -> dict[str, Any]:
+) -> RolloutPlan:
     """Merge this command's (task, trial) pairs into plans.json: the union of tasks, the largest trial count."""
-    plans = load_plans(run_dir)
+    plans = read_rollout_plans(run_dir)
     key = f"{env}/{split}"
-    old = plans.get(key, {})
-    task_ids = list(old.get("task_ids", []))
+    old = plans.get(key)
+    task_ids = list(old.task_ids) if old else []
     known = set(task_ids)
     task_ids += [t.id for t in tasks if t.id not in known]
-    n_trials = max(trials, int(old.get("trials", 0)))
-    plans[key] = {
-        "env": env,
-        "split": split,
-        "task_ids": task_ids,
-        "trials": n_trials,
-        "seed": seed,
-        "trial_seeds": trial_seeds(seed, n_trials),
-        "identity": identity,
-        "updated_at": time.time(),
-    }
-    atomic_write_json(run_dir.root / PLANS, plans)
+    n_trials = max(trials, old.trials if old else 0)
+    plans[key] = RolloutPlan(
+        env=env,
+        split=split,
+        task_ids=task_ids,
+        trials=n_trials,
+        seed=seed,
+        trial_seeds=trial_seeds(seed, n_trials),
+        identity=identity,
+        updated_at=time.time(),
+    )
+    write_rollout_plans(run_dir, plans)
     return plans[key]

@@ -20,23 +20,25 @@ import hashlib
 import time
 import traceback
 from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from trace_rl.envs.base import Domain, Environment
-from trace_rl.engine.conversation import EpisodeLimits, EpisodeSpec, domain_agent, run_episode
-from trace_rl.envs.users import LLMUserSimulator, UserSimulator
-from trace_rl.errors import UserError
-from trace_rl.executor.base import Executor
-from trace_rl.executor.local import LocalExecutor
-from trace_rl.models.pool import episode_scope
-from trace_rl.models.base import ModelClient, SamplingParams
+from trace_rl.artifacts.store import JsonlStore
+from trace_rl.engine.episode import EpisodeLimits
 from trace_rl.engine.plan import Job, pending_jobs
 from trace_rl.engine.progress import NullProgress, Progress
-from trace_rl.artifacts.store import JsonlStore
+from trace_rl.engine.text_driver import EpisodeSpec, domain_agent, run_episode
+from trace_rl.envs.base import Domain, Environment
+from trace_rl.envs.users import LLMUserSimulator, UserSimulator
+from trace_rl.errors import UserError
+from trace_rl.models.base import ModelClient, SamplingParams
+from trace_rl.models.pool import episode_scope
 from trace_rl.types import ErrorRecord, TerminationReason, Trajectory
 
 TokenIds = Literal["all", "completion", "none"]
+EpisodeFn = Callable[[Job], Awaitable[Trajectory]]
 
 
 @dataclass
@@ -202,6 +204,21 @@ class TrajectoryWriter:
         self._executor.shutdown(wait=True)
 
 
+class EpisodeExecutor(Protocol):
+    """Where a rollout's episodes run (`trace_rl.executor`'s executors are ones): an async context that yields
+    `(run_episode, slots)`; the rollout awaits `run_episode(job)` with at most `slots` in flight."""
+
+    def episodes(
+        self, factory: EpisodeFactory, concurrency: int
+    ) -> AbstractAsyncContextManager[tuple[EpisodeFn, int]]: ...
+
+
+@asynccontextmanager
+async def in_process(factory: EpisodeFactory, concurrency: int) -> AsyncIterator[tuple[EpisodeFn, int]]:
+    """The default: every episode on this event loop."""
+    yield factory.run, concurrency
+
+
 @dataclass
 class RolloutResult:
     """What one rollout command did."""
@@ -244,7 +261,7 @@ async def run_rollout(
     progress: Progress | None = None,
     stop_after_infra: int | None = None,
     label: str | None = None,
-    executor: Executor | None = None,
+    executor: EpisodeExecutor | None = None,
 ) -> RolloutResult:
     """Run the jobs not yet done with `concurrency` episodes in flight; append each trajectory as it finishes.
 
@@ -289,7 +306,7 @@ async def run_rollout(
     try:
         if pending:  # nothing to run starts no workers (a resumed, finished rollout)
             async with (
-                (executor or LocalExecutor()).episodes(factory, concurrency) as (run_episode, slots),
+                (executor.episodes if executor else in_process)(factory, concurrency) as (run_episode, slots),
                 asyncio.TaskGroup() as group,
             ):
                 for _ in range(min(slots, len(pending))):

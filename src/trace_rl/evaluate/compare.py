@@ -1,4 +1,4 @@
-"""pass^k per arm with bootstrap intervals over tasks, and paired differences to the base (TRACE §11.2 fix).
+"""pass^k per arm with bootstrap intervals over tasks, and paired differences to the base (docs/method-notes.md §6.2).
 
 Every arm runs the same (task, trial) episodes with the same trial seeds, so arm and base are compared task by task:
 for each k the per-task estimate is C(c, k)/C(n, k) (τ²-bench pass^k, `rollout.metrics`), the difference per task is
@@ -64,8 +64,9 @@ def diff_rows(
     for k in range(1, k_max + 1):
         mine, theirs = per_task_pass_k(arm, k), per_task_pass_k(base, k)
         common = [t for t in mine if t in theirs]
-        d = paired_bootstrap([mine[t] for t in common], [theirs[t] for t in common], samples=samples, seed=seed,
-                             level=level)  # fmt: skip
+        d = paired_bootstrap(
+            [mine[t] for t in common], [theirs[t] for t in common], samples=samples, seed=seed, level=level
+        )
         rows.append(PassKRow(k=k, value=_num(d.value), low=_num(d.low), high=_num(d.high), tasks=d.tasks))
     return rows
 
@@ -101,18 +102,26 @@ def arm_result(
     details: dict[str, Any] | None = None,
 ) -> ArmResult:
     """An arm's row of `evaluate/comparison.json`."""
-    pass_k = [PassKRow(k=p.k, value=_num(p.value), low=_num(p.low), high=_num(p.high), tasks=p.tasks)
-              for p in group.pass_k]  # fmt: skip
-    diffs = [] if base is None or name == "base" else diff_rows(group, base, group.trials, samples=samples, seed=seed,
-                                                                 level=level)  # fmt: skip
+    pass_k = [
+        PassKRow(k=p.k, value=_num(p.value), low=_num(p.low), high=_num(p.high), tasks=p.tasks) for p in group.pass_k
+    ]
+    diffs = (
+        []
+        if base is None or name == "base"
+        else diff_rows(group, base, group.trials, samples=samples, seed=seed, level=level)
+    )
     info = {
-        "episodes": {"expected": group.expected, "scored": group.scored, "infra": group.infra,
-                     "missing": group.missing},
+        "episodes": {
+            "expected": group.expected,
+            "scored": group.scored,
+            "infra": group.infra,
+            "missing": group.missing,
+        },
         "success_rate": _num(group.success_rate),
         "terminations": dict(group.terminations),
         "tokens": {"prompt": group.prompt_tokens, "completion": group.completion_tokens, "calls": group.model_calls},
         **(details or {}),
-    }  # fmt: skip
+    }
     return ArmResult(
         name=name,
         label=ARM_LABELS.get(name, name),

@@ -17,18 +17,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trace_rl.artifacts.router import BASE
+from trace_rl.artifacts.store import JsonlStore, RunDir
 from trace_rl.config import ModelConfig, TraceConfig
-from trace_rl.engine.conversation import EpisodeLimits
-from trace_rl.errors import UserError
 from trace_rl.config.evaluate import EvaluateConfig
-from trace_rl.executor.base import Executor
-from trace_rl.models.base import ModelClient, ModelResponse, SamplingParams
+from trace_rl.engine.episode import EpisodeLimits
 from trace_rl.engine.plan import Job, plan_jobs
 from trace_rl.engine.runner import EpisodeFactory, RolloutResult, run_rollout
-from trace_rl.route.accuracy import decide, first_user_text
-from trace_rl.routing.router import RouteDecision, Router
-from trace_rl.routing.spec import BASE
-from trace_rl.artifacts.store import JsonlStore, RunDir
+from trace_rl.errors import UserError
+from trace_rl.executor.base import Executor
+from trace_rl.messages import first_user_text, system_text
+from trace_rl.models.base import ModelClient, ModelResponse, SamplingParams
+from trace_rl.routing.router import RouteDecision, Router, decide
 from trace_rl.types import Message, Task, Trajectory
 
 STAGE = "evaluate"
@@ -60,15 +60,14 @@ class RoutedClient:
                 made = await asyncio.to_thread(decide, self.router, first, system)
                 self.route_calls += 1
                 if self.allowed is not None and made.name not in self.allowed:
-                    made = RouteDecision(name=BASE, label=made.label, scores=made.scores,
-                                         note=f"'{made.name}' is not an option here; base used")  # fmt: skip
+                    made = RouteDecision(
+                        name=BASE,
+                        label=made.label,
+                        scores=made.scores,
+                        note=f"'{made.name}' is not an option here; base used",
+                    )
                 self.decisions[first] = made
         return self.decisions[first]
-
-    def adapter_for(self, messages: list[Message]) -> str | None:
-        first = first_user_text(messages)
-        made = self.decisions.get(first) if first is not None else None
-        return None if made is None or made.name == BASE else made.name
 
     async def chat(
         self,
@@ -80,7 +79,7 @@ class RoutedClient:
     ) -> ModelResponse:
         first = first_user_text(messages)
         if first is not None:
-            system = messages[0].text if messages and messages[0].role == "system" else None
+            system = system_text(messages)
             made = await self.decision(first, system)
             adapter = None if made.name == BASE else made.name
         return await self.client.chat(messages, tools, adapter=adapter, sampling=sampling)
@@ -143,10 +142,11 @@ class EvalContext:
         return self.ecfg.split
 
     def store(self, relpath: str) -> JsonlStore:
-        return self.run.jsonl(f"{STAGE}/{relpath}")
+        return JsonlStore(self.path(relpath))
 
     def path(self, relpath: str) -> Path:
-        return self.run.root / STAGE / relpath
+        """A file of the evaluate stage, named relative to `evaluate/`."""
+        return self.run.evaluate.path(relpath)
 
     def train_tasks(self) -> list[Task]:
         if "train" not in self.domain.splits():
@@ -156,11 +156,18 @@ class EvalContext:
     def identity(self, **extra: Any) -> dict[str, Any]:
         """Who plays: identical for every arm except the extras (adapters, router, prompt)."""
         return {
-            "policy": self.model_label, "user": self.user_label, "seed": self.ecfg.seed,
-            "temperature": self.sampling.temperature, "top_p": self.sampling.top_p,
-            "max_tokens": self.sampling.max_tokens, "max_steps": self.limits.max_steps,
-            "max_errors": self.limits.max_errors, "env": self.env_name, "split": self.split, **extra,
-        }  # fmt: skip
+            "policy": self.model_label,
+            "user": self.user_label,
+            "seed": self.ecfg.seed,
+            "temperature": self.sampling.temperature,
+            "top_p": self.sampling.top_p,
+            "max_tokens": self.sampling.max_tokens,
+            "max_steps": self.limits.max_steps,
+            "max_errors": self.limits.max_errors,
+            "env": self.env_name,
+            "split": self.split,
+            **extra,
+        }
 
     def ensure_adapter(self, name: str, path: Path) -> None:
         """Make `name` servable: loaded into an in-process model, or served by the model's server."""
@@ -171,7 +178,7 @@ class EvalContext:
                 load(name, path)
             return
         if self.policy_cfg is not None and self.policy_cfg.kind == "openai":
-            from trace_rl.rollout.command import served_models
+            from trace_rl.models.served import served_models
 
             listed = served_models(self.policy_cfg)
             if listed is not None and name not in listed:
@@ -188,12 +195,20 @@ class EvalContext:
         metadata: dict[str, Any] | None = None,
     ) -> EpisodeFactory:
         factory = RoutedEpisodeFactory(
-            domain=self.domain, env_name=self.env_name, split=split,
-            client=router if router is not None else self.client, model_name=self.model_label, adapter=adapter,
-            sampling=self.sampling, limits=self.limits, user_client=self.user_client,
-            user_sampling=SamplingParams(temperature=0.0, max_tokens=512), token_ids="none",
-            metadata={"run": self.run.name, "user": self.user_label, **(metadata or {})}, routed=router,
-        )  # fmt: skip
+            domain=self.domain,
+            env_name=self.env_name,
+            split=split,
+            client=router if router is not None else self.client,
+            model_name=self.model_label,
+            adapter=adapter,
+            sampling=self.sampling,
+            limits=self.limits,
+            user_client=self.user_client,
+            user_sampling=SamplingParams(temperature=0.0, max_tokens=512),
+            token_ids="none",
+            metadata={"run": self.run.name, "user": self.user_label, **(metadata or {})},
+            routed=router,
+        )
         if system_suffix:
             factory.system_prompt = factory.system_prompt + system_suffix
             factory.metadata["system_prompt_sha1"] = hashlib.sha1(factory.system_prompt.encode()).hexdigest()[:12]
@@ -243,13 +258,6 @@ class EvalContext:
                 asyncio.run(c.aclose())
 
 
-def first_message_of(traj: dict[str, Any]) -> str | None:
-    for m in traj.get("messages") or []:
-        if m.get("role") == "user" and not m.get("tool_calls") and (m.get("content") or "").strip():
-            return str(m["content"])
-    return None
-
-
 def check_tasks(domain: Any, env_name: str, split: str, limit: int | None) -> list[Task]:
     if split not in domain.splits():
         raise UserError(f"environment '{env_name}' has no split '{split}' (splits: {', '.join(domain.splits())})")
@@ -267,5 +275,4 @@ __all__ = [
     "RoutedClient",
     "RoutedEpisodeFactory",
     "check_tasks",
-    "first_message_of",
 ]

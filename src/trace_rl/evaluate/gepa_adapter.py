@@ -1,7 +1,7 @@
-"""The GEPA baseline (TRACE §8): reflective prompt optimisation of the capability descriptions TRACE identified,
+"""The GEPA baseline (TRACE §4.1–4.2): reflective prompt optimisation of the capability descriptions TRACE identified,
 appended to the agent's system prompt, optimising pass rate on the target's train split with this same agent loop.
 
-`TraceGEPAAdapter` is a GEPA 0.1.4 adapter (stack-notes §4):
+`TraceGEPAAdapter` is a GEPA 0.1.4 adapter (docs/integration-notes.md §3):
 - a candidate is `{capability name: description}`; `render_capabilities` turns it into the system-prompt suffix;
 - `evaluate` runs one episode per example (a task id of the target's train split) through `run_batch`, never raises
   for one example (a crashed or infra-failed episode scores 0 with its error in the trace), and charges one rollout per
@@ -23,6 +23,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from trace_rl.messages import first_user_text
 from trace_rl.routing.prompt import condense_trajectory
 from trace_rl.types import Message, Task, Trajectory
 
@@ -121,14 +122,20 @@ class TraceGEPAAdapter:
         errors.extend(BUDGET_EXHAUSTED for _ in refused_ids)
         scores = [self._score(t) if t is not None else 0.0 for t in trajectories]
         outputs = [
-            {"task_id": tid, "success": bool(t.success) if t else False, "reward": (t.reward or 0.0) if t else 0.0,
-             "error": err}
+            {
+                "task_id": tid,
+                "success": bool(t.success) if t else False,
+                "reward": (t.reward or 0.0) if t else 0.0,
+                "error": err,
+            }
             for tid, t, err in zip(batch, trajectories, errors, strict=True)
-        ]  # fmt: skip
+        ]
         traces = None
         if capture_traces:
-            traces = [{"task_id": tid, "trajectory": t, "error": err}
-                      for tid, t, err in zip(batch, trajectories, errors, strict=True)]  # fmt: skip
+            traces = [
+                {"task_id": tid, "trajectory": t, "error": err}
+                for tid, t, err in zip(batch, trajectories, errors, strict=True)
+            ]
         return EvaluationBatch(outputs=outputs, scores=scores, trajectories=traces, num_metric_calls=len(run_ids))
 
     def make_reflective_dataset(
@@ -138,15 +145,18 @@ class TraceGEPAAdapter:
         for trace, score in zip(eval_batch.trajectories or [], eval_batch.scores, strict=False):
             traj: Trajectory | None = trace.get("trajectory")
             task = self.tasks.get(trace.get("task_id"))
-            first = ""
-            if traj is not None:
-                first = next((m.text for m in traj.messages if m.role == "user" and m.text), "")
-            records.append({
-                "Inputs": {"task_id": trace.get("task_id"), "first_user_message": first,
-                           "family": (task.metadata.get("family") if task else None)},
-                "Generated Outputs": condense_trajectory(traj.messages, max_chars=1500) if traj else "(not run)",
-                "Feedback": f"Score {score:.2f}. " + feedback(traj, trace.get("error")),
-            })  # fmt: skip
+            first = (first_user_text(traj.messages) if traj is not None else None) or ""
+            records.append(
+                {
+                    "Inputs": {
+                        "task_id": trace.get("task_id"),
+                        "first_user_message": first,
+                        "family": (task.metadata.get("family") if task else None),
+                    },
+                    "Generated Outputs": condense_trajectory(traj.messages, max_chars=1500) if traj else "(not run)",
+                    "Feedback": f"Score {score:.2f}. " + feedback(traj, trace.get("error")),
+                }
+            )
         return {component: list(records) for component in components_to_update}
 
 

@@ -21,24 +21,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trace_rl.artifacts.adapters import capability_adapters
+from trace_rl.artifacts.evaluation import ArmEntry, BudgetPoint, Comparison, read_arm_index, write_arm_index
+from trace_rl.artifacts.store import RunDir, atomic_write_json, atomic_write_text
 from trace_rl.config import TraceConfig
-from trace_rl.engine.conversation import EpisodeLimits
+from trace_rl.config.evaluate import ARMS, EvaluateConfig
+from trace_rl.engine.episode import EpisodeLimits
 from trace_rl.envs.registry import load_domain
 from trace_rl.errors import UserError
-from trace_rl.evaluate.arms import ARM_FUNCTIONS, ArmOutput, CurvePoint
+from trace_rl.evaluate.arms import ARMS_BY_NAME, ArmOutput, CurvePoint
 from trace_rl.evaluate.budget import Ledger, run_adapter_budget
 from trace_rl.evaluate.compare import arm_result, markdown_table, summarize_records
-from trace_rl.config.evaluate import ARMS, EvaluateConfig
 from trace_rl.evaluate.episodes import STAGE, ArmSkipped, EvalContext, check_tasks
 from trace_rl.models.base import ModelClient
-from trace_rl.artifacts.evaluation import COMPARISON_FILE, BudgetPoint, Comparison
-from trace_rl.stats import GroupSummary
+from trace_rl.models.registry import ModelClients
+from trace_rl.models.specs import add_model_spec
+from trace_rl.routing.policy import model_label, policy_model, policy_sampling
 from trace_rl.routing.router import Router
-from trace_rl.routing.spec import run_adapters
-from trace_rl.route.stage import model_label, policy_model, policy_sampling
-from trace_rl.artifacts.store import RunDir, atomic_write_json, atomic_write_text, read_json
-
-INDEX = f"{STAGE}/arms.json"
+from trace_rl.stage import StageContext, StageFailed
+from trace_rl.stats import GroupSummary
 
 
 def build_context(
@@ -53,11 +54,9 @@ def build_context(
     echo: Callable[[str], None] = lambda _: None,
 ) -> EvalContext:
     """Check the request and build what every arm shares (nothing is written)."""
-    from trace_rl.rollout.command import add_model_spec
-
     domain = load_domain(cfg.env.name, cfg.env)
     tasks = check_tasks(domain, cfg.env.name, ecfg.split, ecfg.task_limit)
-    clients = dict(clients or {})
+    clients = ModelClients(cfg, clients)  # the given ones (tests) kept; the others built on first use
     name, model_cfg, warnings = policy_model(cfg, run, ecfg.policy)
     for w in warnings:
         echo(f"warning: {w}")
@@ -65,26 +64,20 @@ def build_context(
     if user_name == "scripted":
         unscripted = [t.id for t in tasks if domain.scripted_user(t) is None]
         if unscripted:
-            raise UserError(f"{cfg.env.name}/{ecfg.split}: {len(unscripted)} tasks have no scripted user; "
-                            "set evaluate's user to an LLM user model")  # fmt: skip
+            raise UserError(
+                f"{cfg.env.name}/{ecfg.split}: {len(unscripted)} tasks have no scripted user; "
+                "set evaluate's user to an LLM user model"
+            )
         user_client, user_label = None, "scripted"
     else:
         if user_name not in clients:
             user_name = add_model_spec(cfg, user_name)
-        if user_name not in clients:
-            from trace_rl.models.resolve import build_client
-
-            clients[user_name] = build_client(cfg.model(user_name), name=user_name)
         user_client = clients[user_name]
         user_cfg = cfg.models.get(user_name)
         user_label = (user_cfg.model if user_cfg else "") or user_name
-    if name not in clients:
-        from trace_rl.models.resolve import build_client
-
-        clients[name] = build_client(model_cfg, name=name)
     total, source = ecfg.budget, "--budget"
     if total is None:
-        budgets = [run_adapter_budget(run, n) for n in run_adapters(run)]
+        budgets = [run_adapter_budget(run, n) for n in capability_adapters(run)]
         total = sum(b.rollouts for b in budgets) or None
         source = "sum over capability adapters: " + ", ".join(f"{b.name}={b.rollouts} ({b.source})" for b in budgets)
     factory = router if router is None or not hasattr(router, "route") else (lambda _spec, _r=router: _r)
@@ -92,39 +85,59 @@ def build_context(
 
     executor = make_executor(cfg.executor, STAGE)
     return EvalContext(
-        run=run, cfg=cfg, ecfg=ecfg, domain=domain, env_name=cfg.env.name, tasks=tasks, client=clients[name],
-        policy_name=name, policy_cfg=model_cfg, model_label=model_label(name, model_cfg),
+        run=run,
+        cfg=cfg,
+        ecfg=ecfg,
+        domain=domain,
+        env_name=cfg.env.name,
+        tasks=tasks,
+        client=clients[name],
+        policy_name=name,
+        policy_cfg=model_cfg,
+        model_label=model_label(name, model_cfg),
         sampling=policy_sampling(cfg, model_cfg, temperature=ecfg.temperature, max_tokens=ecfg.max_tokens),
-        limits=EpisodeLimits(max_steps=cfg.env.max_steps, max_errors=cfg.env.max_errors,
-                             timeout_s=cfg.rollout.episode_timeout_s),
-        user_client=user_client, user_label=user_label, clients=clients, router_factory=factory, backend=backend,
-        reflection_lm=reflection_lm, total_budget=total, budget_source=source, echo=echo, executor=executor,
-    )  # fmt: skip
-
-
-def _load_index(run: RunDir) -> dict[str, Any]:
-    path = run.root / INDEX
-    return read_json(path) if path.exists() else {"arms": {}, "skipped": {}}
+        limits=EpisodeLimits(
+            max_steps=cfg.env.max_steps, max_errors=cfg.env.max_errors, timeout_s=cfg.rollout.episode_timeout_s
+        ),
+        user_client=user_client,
+        user_label=user_label,
+        clients=clients,
+        router_factory=factory,
+        backend=backend,
+        reflection_lm=reflection_lm,
+        total_budget=total,
+        budget_source=source,
+        echo=echo,
+        executor=executor,
+    )
 
 
 def _save_output(run: RunDir, out: ArmOutput) -> None:
-    index = _load_index(run)
-    index["arms"][out.name] = dataclasses.asdict(out)
-    index["skipped"].pop(out.name, None)
-    atomic_write_json(run.root / INDEX, index)
+    index = read_arm_index(run.evaluate)
+    index.arms[out.name] = ArmEntry.model_validate(dataclasses.asdict(out))
+    index.skipped.pop(out.name, None)
+    write_arm_index(run.evaluate, index)
 
 
 def _save_skip(run: RunDir, arm: str, reason: str) -> None:
-    index = _load_index(run)
-    index["arms"].pop(arm, None)
-    index["skipped"][arm] = reason
-    atomic_write_json(run.root / INDEX, index)
+    index = read_arm_index(run.evaluate)
+    index.arms.pop(arm, None)
+    index.skipped[arm] = reason
+    write_arm_index(run.evaluate, index)
 
 
 def _group(ctx: EvalContext, relpath: str, trials: int, split: str | None = None) -> GroupSummary:
     e = ctx.ecfg
-    return summarize_records(ctx.store(relpath).latest(), ctx.env_name, split or ctx.split, [t.id for t in ctx.tasks],
-                             trials, samples=e.samples, seed=e.bootstrap_seed, level=e.level)  # fmt: skip
+    return summarize_records(
+        ctx.store(relpath).latest(),
+        ctx.env_name,
+        split or ctx.split,
+        [t.id for t in ctx.tasks],
+        trials,
+        samples=e.samples,
+        seed=e.bootstrap_seed,
+        level=e.level,
+    )
 
 
 def _point(ctx: EvalContext, point: CurvePoint) -> BudgetPoint | None:
@@ -138,19 +151,32 @@ def _point(ctx: EvalContext, point: CurvePoint) -> BudgetPoint | None:
 def compile_comparison(ctx: EvalContext, *, command: str | None = None) -> tuple[Comparison, dict[str, str]]:
     """`evaluate/comparison.json` from every arm evaluated so far (this invocation or earlier ones)."""
     e = ctx.ecfg
-    index = _load_index(ctx.run)
-    outputs = {n: ArmOutput(**{**o, "curve": [CurvePoint(**c) for c in o.get("curve", [])]})
-               for n, o in index["arms"].items()}  # fmt: skip
-    skipped: dict[str, str] = dict(index["skipped"])
+    index = read_arm_index(ctx.run.evaluate)
+    outputs = {
+        n: ArmOutput(**{**o.model_dump(), "curve": [CurvePoint(**c.model_dump()) for c in o.curve]})
+        for n, o in index.arms.items()
+    }
+    skipped: dict[str, str] = dict(index.skipped)
     base_out = outputs.get("base")
     base = _group(ctx, base_out.relpath, e.trials) if base_out else None
     arms = []
     for name in [a for a in ARMS if a in outputs]:
         out = outputs[name]
         group = base if name == "base" else _group(ctx, out.relpath, e.trials)
-        arms.append(arm_result(name, group, base, samples=e.samples, seed=e.bootstrap_seed, level=e.level,  # type: ignore[arg-type]
-                               budget=out.budget, adapters=out.adapters, description=out.description,
-                               details=out.details))  # fmt: skip
+        arms.append(
+            arm_result(
+                name,
+                group,
+                base,
+                samples=e.samples,
+                seed=e.bootstrap_seed,
+                level=e.level,  # type: ignore[arg-type]
+                budget=out.budget,
+                adapters=out.adapters,
+                description=out.description,
+                details=out.details,
+            )
+        )
     curve: list[BudgetPoint] = []
     for name in ("trace", "grpo_target", "gepa"):
         out = outputs.get(name)
@@ -178,18 +204,31 @@ def compile_comparison(ctx: EvalContext, *, command: str | None = None) -> tuple
     ]
     notes += [f"{a} skipped: {why}" for a, why in skipped.items()]
     comparison = Comparison(
-        env=ctx.env_name, split=ctx.split, tasks=len(ctx.tasks), trials=e.trials, level=e.level,
-        bootstrap_samples=e.samples, arms=arms, budget_curve=sorted(curve, key=lambda p: (p.arm, p.budget)),
-        notes=notes, created_at=time.time(),
-        details={"skipped": skipped, "budget": ledger.as_dict(), "identity": ctx.identity(), "command": command,
-                 "user": ctx.user_label, "policy": ctx.model_label},
-    )  # fmt: skip
+        env=ctx.env_name,
+        split=ctx.split,
+        tasks=len(ctx.tasks),
+        trials=e.trials,
+        level=e.level,
+        bootstrap_samples=e.samples,
+        arms=arms,
+        budget_curve=sorted(curve, key=lambda p: (p.arm, p.budget)),
+        notes=notes,
+        created_at=time.time(),
+        details={
+            "skipped": skipped,
+            "budget": ledger.as_dict(),
+            "identity": ctx.identity(),
+            "command": command,
+            "user": ctx.user_label,
+            "policy": ctx.model_label,
+        },
+    )
     return comparison, skipped
 
 
 def write_outputs(ctx: EvalContext, comparison: Comparison, skipped: dict[str, str]) -> str:
-    comparison.save(ctx.run.root / COMPARISON_FILE)
-    atomic_write_json(ctx.path("budget.json"), comparison.details["budget"])
+    comparison.save(ctx.run.comparison)
+    atomic_write_json(ctx.run.evaluate.budget, comparison.details["budget"])
     table = markdown_table(comparison.arms, comparison.k_max, skipped)
     lines = [f"# {ctx.env_name}/{ctx.split}: {comparison.tasks} tasks × {comparison.trials} trials", "", table, ""]
     if comparison.budget_curve:
@@ -198,7 +237,7 @@ def write_outputs(ctx: EvalContext, comparison: Comparison, skipped: dict[str, s
         lines.append("")
     lines += [f"- {n}" for n in comparison.notes]
     text = "\n".join(lines) + "\n"
-    atomic_write_text(ctx.path("summary.md"), text)
+    atomic_write_text(ctx.run.evaluate.summary, text)
     return table
 
 
@@ -219,17 +258,17 @@ def run_evaluate(
     Injection points for tests: `clients` (name -> client), `router` (a Router, or a factory from a RouterSpec),
     `backend` (a TrainerBackend for the baselines), `reflection_lm` (GEPA's reflection callable)."""
     run = run if isinstance(run, RunDir) else RunDir(Path(run))
-    if not run.exists():
-        raise UserError(f"{run.root} is not a trace-rl run (no manifest.json)")
-    ctx = build_context(run, cfg, ecfg, clients=clients, router=router, backend=backend, reflection_lm=reflection_lm,
-                        echo=echo)  # fmt: skip
+    run.require()
+    ctx = build_context(
+        run, cfg, ecfg, clients=clients, router=router, backend=backend, reflection_lm=reflection_lm, echo=echo
+    )
     run.ensure(command=command)
     try:
-        with run.stage(STAGE, {**ecfg.model_dump(mode="json"), "policy": ctx.model_label}) as record:
+        with run.stage(STAGE, {**ecfg.model_dump(mode="json"), "policy": ctx.model_label}, command=command) as record:
             for arm in ecfg.arms:
                 echo(f"== arm {arm}")
                 try:
-                    out = ARM_FUNCTIONS[arm](ctx)
+                    out = ARMS_BY_NAME[arm](ctx)
                 except ArmSkipped as exc:
                     echo(f"{arm}: skipped ({exc})")
                     _save_skip(run, arm, str(exc))
@@ -247,4 +286,28 @@ def run_evaluate(
     return comparison
 
 
-__all__ = ["build_context", "compile_comparison", "run_evaluate", "write_outputs"]
+class EvaluateStage:
+    """The evaluate stage: the selected arms on the target's held-out split, then the comparison."""
+
+    name = STAGE
+
+    def section(self, config: TraceConfig) -> EvaluateConfig:
+        return config.evaluate
+
+    def run(self, ctx: StageContext, section: EvaluateConfig) -> Comparison:
+        ctx.run.require("run the earlier stages first")
+        comparison = run_evaluate(ctx.run, ctx.config, section, command=ctx.command, echo=ctx.echo)
+        skipped = comparison.details.get("skipped") or {}
+        ctx.echo(markdown_table(comparison.arms, comparison.k_max, skipped))
+        episodes = {a.name: a.details.get("episodes", {}) for a in comparison.arms}
+        incomplete = [name for name, c in episodes.items() if c.get("infra") or c.get("missing")]
+        ctx.echo(f"comparison: {ctx.run.comparison}")
+        if incomplete:
+            raise StageFailed(f"incomplete arms: {', '.join(incomplete)}; rerun the same command to finish them")
+        return comparison
+
+
+EVALUATE = EvaluateStage()
+
+
+__all__ = ["EVALUATE", "EvaluateStage", "build_context", "compile_comparison", "run_evaluate", "write_outputs"]

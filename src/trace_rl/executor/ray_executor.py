@@ -189,8 +189,12 @@ class RayExecutor:
         key = hashlib.sha1(payload).hexdigest()[:16]
         ref = ray.put(payload)
         busy = [0] * len(workers)
-        lost_errors = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError,
-                       ray.exceptions.NodeDiedError)  # fmt: skip
+        lost_errors = (
+            ray.exceptions.RayActorError,
+            ray.exceptions.WorkerCrashedError,
+            ray.exceptions.ObjectLostError,
+            ray.exceptions.NodeDiedError,
+        )
 
         async def check(i: int) -> None:
             """After a lost call: is worker i restarting (Ray brings it back) or gone for good (never pick it again)?"""

@@ -19,27 +19,26 @@ from typing import Any
 
 from trace_rl.config import ModelConfig
 from trace_rl.errors import UserError
+from trace_rl.models.registry import build_client
 
 _LOCAL_CLIENTS: dict[str, Any] = {}
 _LOCAL_LOCK = threading.Lock()
 
 
 def local_client(cfg: ModelConfig, name: str, model_path: str, adapters: dict[str, str]) -> Any:
-    """A `LocalClient` for this recipe, built once per process (episodes of every factory share it)."""
-    from trace_rl.models.local import LocalClient
-
-    cfg = cfg.model_copy(update={"adapters": adapters})
-    key = json.dumps([name, model_path, cfg.model_dump(mode="json")], sort_keys=True)
+    """A `LocalClient` for this recipe (its weights folder as the model), built once per process (episodes of every
+    factory share it)."""
+    cfg = cfg.model_copy(update={"model": model_path, "adapters": adapters})
+    key = json.dumps([name, cfg.model_dump(mode="json")], sort_keys=True)
     with _LOCAL_LOCK:
         if key not in _LOCAL_CLIENTS:
-            _LOCAL_CLIENTS[key] = LocalClient(cfg, name=name, model_path=model_path)
+            _LOCAL_CLIENTS[key] = build_client(cfg, name=name)
         return _LOCAL_CLIENTS[key]
 
 
 def openai_client(cfg: ModelConfig, name: str) -> Any:
-    from trace_rl.models.openai_client import OpenAIClient
-
-    return OpenAIClient(cfg, name=name)
+    """An `OpenAIClient` for one endpoint (`cfg.base_url`)."""
+    return build_client(cfg, name=name)
 
 
 def httpx_client(base_url: str, timeout: Any, headers: dict[str, str]) -> Any:

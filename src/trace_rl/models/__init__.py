@@ -1,1 +1,1 @@
-"""Model clients behind one protocol; see `base.ModelClient` and `resolve.build_client`."""
+"""Model clients behind one protocol (`base.ModelClient`), built by kind through one factory (`registry.py`)."""

@@ -17,6 +17,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from trace_rl.artifacts.layout import PEFT_CONFIG_FILE, AdapterLayout
 from trace_rl.config import ModelConfig
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelResponse, SamplingParams
@@ -85,8 +86,8 @@ class LocalClient:
         folder = Path(path)
         if name in "lora_":
             raise UserError(f"adapter name '{name}' is part of PEFT's parameter prefix 'lora_'; choose another name")
-        if not (folder / "adapter_config.json").is_file():
-            raise UserError(f"adapter '{name}': {folder} is not a PEFT adapter folder (no adapter_config.json)")
+        if not AdapterLayout(folder).is_peft():
+            raise UserError(f"adapter '{name}': {folder} is not a PEFT adapter folder (no {PEFT_CONFIG_FILE})")
         with self._lock:
             if isinstance(self.model, PeftModel):
                 if name in self.model.peft_config:

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from trace_rl.messages import first_user_text, system_text
 from trace_rl.models.base import ModelClient, ModelResponse, SamplingParams
 from trace_rl.types import Message
 
@@ -42,10 +43,8 @@ def episode_scope() -> Iterator[None]:
 
 
 def conversation_key(messages: list[Message]) -> str:
-    """System prompt + first user message: the same on every turn of one episode."""
-    system = next((m.text for m in messages if m.role == "system"), "")
-    first = next((m.text for m in messages if m.role == "user" and not m.example), "")
-    return f"{system}\x00{first}"
+    """System prompt + first user message (`trace_rl.messages`): the same on every turn of one episode."""
+    return f"{system_text(messages) or ''}\x00{first_user_text(messages) or ''}"
 
 
 class EndpointPool:

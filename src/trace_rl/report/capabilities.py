@@ -12,7 +12,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from trace_rl.artifacts.capabilities import CapabilitiesFile
+from trace_rl.artifacts.capabilities import CapabilitiesFile, read_capabilities
 from trace_rl.artifacts.store import RunDir
 from trace_rl.types import Capability
 
@@ -109,8 +109,6 @@ def render(data: CapabilitiesFile, console: Console | None = None, *, warnings: 
 
 def run_capabilities_dict(run: RunDir) -> dict[str, Any]:
     """`capabilities_dict` of a run directory (raises UserError when the stage has not run)."""
-    from trace_rl.diagnose.stage import read_capabilities
-
     return capabilities_dict(read_capabilities(run))
 
 

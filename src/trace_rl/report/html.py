@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from trace_rl.artifacts.store import RunDir, atomic_write_text
 from trace_rl.report.markup import badge, esc, kv_table, table
 from trace_rl.report.sections import (
     Context,
@@ -28,11 +29,9 @@ from trace_rl.report.sections import (
     rollout_section,
     routing_section,
 )
-from trace_rl.artifacts.store import RunDir, atomic_write_text
 
 log = logging.getLogger(__name__)
 
-REPORT_FILE = "report.html"
 NOT_RUN = "not run yet"
 
 
@@ -134,9 +133,9 @@ def render_report(run: RunDir, *, max_failed: int = 3) -> str:
 
 def write_html_report(run: RunDir, *, path: Path | None = None, max_failed: int = 3) -> Path:
     """Render the run's report and write it atomically to `runs/<name>/report.html` (or `path`); returns the path."""
-    target = Path(path) if path is not None else run.root / REPORT_FILE
+    target = Path(path) if path is not None else run.report
     atomic_write_text(target, render_report(run, max_failed=max_failed))
     return target
 
 
-__all__ = ["NOT_RUN", "REPORT_FILE", "SECTIONS", "render_report", "write_html_report"]
+__all__ = ["NOT_RUN", "SECTIONS", "render_report", "write_html_report"]

@@ -13,19 +13,20 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from trace_rl.artifacts.store import JsonlStore, RunDir
+from trace_rl.artifacts.trajectories import read_rollout_plans
 from trace_rl.errors import UserError
 from trace_rl.stats import GroupSummary, summarize
-from trace_rl.engine.plan import TRAJECTORIES, load_plans
-from trace_rl.artifacts.store import RunDir
 
 
 def load_summaries(
     run_dir: RunDir, *, k_max: int | None = None, samples: int = 1000, seed: int = 0
 ) -> list[GroupSummary]:
-    store = run_dir.jsonl(TRAJECTORIES)
-    if not store.path.exists() and not (run_dir.root / "rollout" / "plans.json").exists():
+    store = JsonlStore(run_dir.trajectories)
+    if not store.path.exists() and not run_dir.plans.exists():
         raise UserError(f"{run_dir.root} has no rollout trajectories (run `trace-rl rollout --run {run_dir.root}`)")
-    return summarize(store.latest(), load_plans(run_dir), k_max=k_max, samples=samples, seed=seed)
+    plans = {key: plan.model_dump(mode="json") for key, plan in read_rollout_plans(run_dir).items()}
+    return summarize(store.latest(), plans, k_max=k_max, samples=samples, seed=seed)
 
 
 def _f(x: float, digits: int = 3) -> str:
@@ -46,11 +47,19 @@ def render(summaries: list[GroupSummary], console: Console, *, title: str = "") 
     for s in summaries:
         success = f"{s.successes}/{s.scored} = {_f(s.success_rate)}" if s.scored else "-"
         episodes.add_row(
-            s.env, s.split, str(s.tasks), str(s.trials), str(s.expected), str(s.scored), str(s.infra),
-            str(s.missing), success, _f(s.mean_reward),
+            s.env,
+            s.split,
+            str(s.tasks),
+            str(s.trials),
+            str(s.expected),
+            str(s.scored),
+            str(s.infra),
+            str(s.missing),
+            success,
+            _f(s.mean_reward),
             f"{_tokens(s.prompt_tokens)}/{_tokens(s.completion_tokens)}",
             ", ".join(s.models) + (f" / {', '.join(s.adapters)}" if s.adapters else ""),
-        )  # fmt: skip
+        )
     console.print(episodes)
 
     pass_k = Table(title="pass^k (mean over tasks of C(c,k)/C(n,k); 95% bootstrap CI over tasks)", title_justify="left")

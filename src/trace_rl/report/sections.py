@@ -1,29 +1,28 @@
 """One renderer per pipeline stage: each reads its stage's artefacts from the run directory and returns the section's
 HTML, or None when the stage has not run (the page then says "not run yet").
 
-Readers reuse the stages' own code where it exists: rollout summaries and pass^k with bootstrap intervals from
-`trace_rl.rollout` (`metrics.py`), the capability view from `trace_rl.report.capabilities`, and the route / evaluate
-files through `report.schemas`. Other artefacts (calibration.json, metrics.jsonl, eval_*.json) are read leniently,
-since their producers may add fields.
+Every file is read through `trace_rl.artifacts` (its typed readers; a malformed file is a one-line error naming it):
+rollout summaries and pass^k with bootstrap intervals from `trace_rl.stats`, the capability view from
+`trace_rl.report.capabilities`, the environment, adapter, router and evaluation records from their artifacts modules.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from trace_rl.artifacts.adapters import read_eval, read_metrics
+from trace_rl.artifacts.environments import read_calibration, read_env_spec, read_env_status
+from trace_rl.artifacts.evaluation import KNOWN_ARMS, Comparison, RoutingAccuracy
+from trace_rl.artifacts.layout import MIX_ADAPTER, AdapterLayout, EnvLayout
+from trace_rl.artifacts.router import RouterSpec
+from trace_rl.artifacts.store import JsonlStore, RunDir
 from trace_rl.report import plots
 from trace_rl.report.markup import anchor, badge, ci, esc, img, kv_table, num, signed, table, trajectory_html
-from trace_rl.artifacts.evaluation import ACCURACY_FILE, COMPARISON_FILE, KNOWN_ARMS, Comparison, RoutingAccuracy
-from trace_rl.artifacts.store import JsonlStore, RunDir
 from trace_rl.types import Trajectory
-
-TRAJECTORIES = "rollout/trajectories.jsonl"
 
 
 @dataclass
@@ -48,17 +47,13 @@ class Context:
         return f"<code>{esc(trajectory_id)}</code>"
 
 
-def _json(path: Path) -> Any:
-    return json.loads(path.read_text())
-
-
 # -- 1. rollouts -----------------------------------------------------------------------------------------------------
 
 
 def rollout_section(ctx: Context) -> str | None:
     from trace_rl.report.rollout_tables import load_summaries
 
-    path = ctx.run.root / TRAJECTORIES
+    path = ctx.run.trajectories
     if not path.exists():
         return None
     ctx.records = JsonlStore(path).latest()
@@ -135,7 +130,7 @@ def _failed_examples(ctx: Context) -> str:
 def capabilities_section(ctx: Context) -> str | None:
     from trace_rl.report.capabilities import run_capabilities_dict
 
-    if not (ctx.run.root / "diagnose" / "capabilities.json").exists():
+    if not ctx.run.capabilities.exists():
         return None
     view = run_capabilities_dict(ctx.run)
     p, n = view["params"], view["n_trajectories"]
@@ -188,38 +183,38 @@ FIGURES = (
 
 
 def environments_section(ctx: Context) -> str | None:
-    root = ctx.run.root / "envs"
-    names = ("spec.json", "status.json", "calibration.json")
-    folders = sorted(p for p in root.glob("*") if p.is_dir() and any((p / n).exists() for n in names))
-    if not folders:
+    envs = [env for env in ctx.run.envs() if env.has_records()]
+    if not envs:
         return None
-    return "".join(_environment(folder) for folder in folders)
+    return "".join(_environment(env) for env in envs)
 
 
-def _environment(folder: Path) -> str:
-    spec = _json(folder / "spec.json") if (folder / "spec.json").exists() else {}
-    status = _json(folder / "status.json") if (folder / "status.json").exists() else {}
-    cal = _json(folder / "calibration.json") if (folder / "calibration.json").exists() else {}
-    state = status.get("status", "unfinished")
-    head = f"<h3>{esc(folder.name)} {badge(state, 'ok' if state == 'ready' else 'bad')}</h3>"
-    gen = spec.get("generator") or {}
+def _environment(env: EnvLayout) -> str:
+    spec = read_env_spec(env) if env.spec.exists() else None
+    status = read_env_status(env)
+    cal = read_calibration(env)
+    state = status.status if status else "unfinished"
+    head = f"<h3>{esc(env.name)} {badge(state, 'ok' if state == 'ready' else 'bad')}</h3>"
+    gen = spec.generator if spec else None
+    policy, groups, samples, temperature = (
+        (cal.policy, cal.groups, cal.samples, cal.temperature) if cal else (None,) * 4
+    )
     items = [
-        ("definition", esc(spec.get("definition", "–"))),
-        ("generator", f"{esc(gen.get('kind', '–'))}, difficulty {num(gen.get('difficulty'))}"),
+        ("definition", esc(spec.definition if spec else "–")),
+        ("generator", f"{esc(gen.kind if gen else '–')}, difficulty {num(gen.difficulty if gen else None)}"),
         (
             "calibration",
-            f"{num(len(cal.get('attempts') or []))} attempt(s), policy <code>{esc(cal.get('policy'))}</code>, "
-            f"{num(cal.get('groups'))} groups × {num(cal.get('samples'))} samples "
-            f"at T = {num(cal.get('temperature'), 2)}",
+            f"{num(len(cal.attempts) if cal else 0)} attempt(s), policy <code>{esc(policy)}</code>, "
+            f"{num(groups)} groups × {num(samples)} samples at T = {num(temperature, 2)}",
         ),
     ]
-    if status.get("reason"):
-        items.append(("reason", esc(status["reason"])))
-    final = cal.get("final") or {}
-    figures = final.get("figures") or status.get("figures") or {}
+    if status and status.reason:
+        items.append(("reason", esc(status.reason)))
+    final = cal.final if cal else None
+    figures = (final.figures if final else None) or (status.figures if status else None) or {}
     body = kv_table(items)
     if figures:
-        checks = final.get("checks") or {}
+        checks = final.checks if final else {}
         labels = dict(FIGURES)
         keys = [k for k in labels if k in figures] + [k for k in checks if k not in labels]
         rows = [
@@ -227,15 +222,15 @@ def _environment(folder: Path) -> str:
             for k in keys
         ]
         body += table(["figure", "value", "acceptance", ""], rows)
-    attempts = cal.get("attempts") or []
+    attempts = cal.attempts if cal else []
     if len(attempts) > 1:
         rows = [
             (
-                num(a.get("attempt")),
-                num(a.get("difficulty")),
-                num((a.get("figures") or {}).get("mean_reward")),
-                num((a.get("figures") or {}).get("success_rate")),
-                esc(a.get("direction") or ("accepted" if a.get("accepted") else "")),
+                num(a.attempt),
+                num(a.difficulty),
+                num(a.figures.get("mean_reward")),
+                num(a.figures.get("success_rate")),
+                esc(a.direction or ("accepted" if a.accepted else "")),
             )
             for a in attempts
         ]
@@ -267,25 +262,17 @@ def _figure_row(label: str, value: Any, check: dict[str, Any]) -> tuple[str, ...
 # -- 4. adapters -----------------------------------------------------------------------------------------------------
 
 
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """Training metric lines, latest per integer step, in step order (as `trace_rl.training.metrics.read_metrics`)."""
-    latest = JsonlStore(path, key=lambda r: str(r.get("step"))).latest()
-    return sorted((r for r in latest.values() if isinstance(r.get("step"), int)), key=lambda r: r["step"])
-
-
 def adapters_section(ctx: Context) -> str | None:
-    root = ctx.run.root / "adapters"
-    names = ("metrics.jsonl", "adapter_config.json", "eval_after.json")
-    folders = sorted(p for p in root.glob("*") if p.is_dir() and any((p / n).exists() for n in names))
-    if not folders:
+    adapters = [adapter for adapter in ctx.run.adapters() if adapter.has_records()]
+    if not adapters:
         return None
-    return "".join(_adapter(folder) for folder in folders)
+    return "".join(_adapter(adapter) for adapter in adapters)
 
 
-def _adapter(folder: Path) -> str:
-    out = [f"<h3>{esc(folder.name)}{' (multi-capability baseline)' if folder.name == 'multi' else ''}</h3>"]
-    before = _json(folder / "eval_before.json") if (folder / "eval_before.json").exists() else None
-    after = _json(folder / "eval_after.json") if (folder / "eval_after.json").exists() else None
+def _adapter(adapter: AdapterLayout) -> str:
+    baseline = " (multi-capability baseline)" if adapter.name == MIX_ADAPTER else ""
+    out = [f"<h3>{esc(adapter.name)}{baseline}</h3>"]
+    before, after = read_eval(adapter.eval_before), read_eval(adapter.eval_after)
     if before or after:
         rows = []
         for label, ev in (("before (base)", before), ("after (adapter)", after)):
@@ -293,26 +280,26 @@ def _adapter(folder: Path) -> str:
                 rows.append(
                     (
                         esc(label),
-                        num(ev.get("episodes")),
-                        f"{num(ev.get('mean_reward'))} ± {num(ev.get('reward_stderr'))}",
-                        f"{num(ev.get('success_rate'))} ± {num(ev.get('success_stderr'))}",
+                        num(ev.episodes),
+                        f"{num(ev.mean_reward)} ± {num(ev.reward_stderr)}",
+                        f"{num(ev.success_rate)} ± {num(ev.success_stderr)}",
                     )
                 )
         out.append("<p class='note'>Held-out seeds of the capability's environment (± standard error).</p>")
         out.append(table(["policy", "episodes", "mean reward", "success rate"], rows))
-    metrics = folder / "metrics.jsonl"
-    rows_m = read_metrics(metrics) if metrics.exists() else []
+    rows_m = read_metrics(adapter.metrics) if adapter.metrics.exists() else []
     if rows_m:
         last = rows_m[-1]
         out.append(
             f"<p>{len(rows_m)} logged step(s); last step {last['step']}: reward {num(last.get('reward'))}, "
             f"groups dropped {num(last.get('groups/frac_dropped'))}.</p>"
         )
-        out.append(img(plots.training_curve(rows_m, f"{folder.name}: reward per GRPO step"), f"{folder.name} curve"))
+        curve = plots.training_curve(rows_m, f"{adapter.name}: reward per GRPO step")
+        out.append(img(curve, f"{adapter.name} curve"))
     elif not before and not after:
         out.append("<p class='missing'>no training metrics yet</p>")
-    if (folder / "eval.png").exists():
-        out.append(img((folder / "eval.png").read_bytes(), f"{folder.name} before/after evaluation"))
+    if adapter.eval_plot.exists():
+        out.append(img(adapter.eval_plot.read_bytes(), f"{adapter.name} before/after evaluation"))
     return "".join(out)
 
 
@@ -320,9 +307,7 @@ def _adapter(folder: Path) -> str:
 
 
 def routing_section(ctx: Context) -> str | None:
-    from trace_rl.routing.spec import ROUTER_FILE, RouterSpec
-
-    spec_path, acc_path = ctx.run.root / ROUTER_FILE, ctx.run.root / ACCURACY_FILE
+    spec_path, acc_path = ctx.run.router, ctx.run.accuracy
     if not spec_path.exists() and not acc_path.exists():
         return None
     out = []
@@ -366,7 +351,7 @@ def routing_section(ctx: Context) -> str | None:
 
 
 def comparison_section(ctx: Context) -> str | None:
-    path = ctx.run.root / COMPARISON_FILE
+    path = ctx.run.comparison
     if not path.exists():
         return None
     comp = Comparison.load(path)
@@ -428,7 +413,6 @@ __all__ = [
     "capabilities_section",
     "comparison_section",
     "environments_section",
-    "read_metrics",
     "rollout_section",
     "routing_section",
 ]

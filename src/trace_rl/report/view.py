@@ -13,9 +13,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from trace_rl.errors import UserError
-from trace_rl.engine.plan import TRAJECTORIES
+from trace_rl.artifacts.layout import ROLLOUT_TRAJECTORIES
 from trace_rl.artifacts.store import RunDir
+from trace_rl.errors import UserError
 from trace_rl.types import Message, Trajectory
 
 ROLE_STYLE = {"assistant": "bold cyan", "user": "bold green", "tool": "magenta", "system": "dim"}
@@ -52,7 +52,7 @@ class ViewFilter:
         return True
 
 
-def select(run_dir: RunDir, flt: ViewFilter, relpath: str = TRAJECTORIES) -> list[dict[str, Any]]:
+def select(run_dir: RunDir, flt: ViewFilter, relpath: str = ROLLOUT_TRAJECTORIES) -> list[dict[str, Any]]:
     store = run_dir.jsonl(relpath)
     if not store.path.exists():
         raise UserError(f"{store.path} does not exist")
@@ -146,7 +146,7 @@ def view(
     show_all: bool = False,
     limit: int | None = 50,
     full: bool = False,
-    relpath: str = TRAJECTORIES,
+    relpath: str = ROLLOUT_TRAJECTORIES,
     console: Console | None = None,
 ) -> int:
     """Print the matching episodes; returns how many matched."""

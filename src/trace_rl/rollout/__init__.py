@@ -1,5 +1,6 @@
-"""Concurrent, resumable agent rollouts; pass^k metrics with bootstrap intervals; report and trajectory viewer.
+"""Stage 1 of TRACE: concurrent, resumable agent rollouts of the policy on a split of the target environment.
 
-`command.rollout(cfg, run_dir)` is what `trace-rl rollout` runs; `runner.run_rollout` is the engine;
-`metrics.summarize` turns a run's trajectories into the numbers `trace-rl report` prints.
+`stage.ROLLOUT` (wrapping `stage.rollout(cfg, run_dir)`) is what `trace-rl rollout` (`command.py`) and `trace-rl run`
+call; the episode loop and the concurrent runner are the library layer `trace_rl.engine`; the tables `trace-rl report`
+prints are `trace_rl.report.rollout_tables`.
 """

@@ -1,296 +1,97 @@
-"""`trace-rl rollout`: check everything, then roll the policy out on every (task, trial) of a split, resumably.
-
-Systemic problems (unknown environment, split, task or model, a server that does not serve the requested adapter,
-a domain without a scripted user) raise `UserError` before the run directory is touched. Then: the manifest records
-the command, `rollout/plans.json` the planned episodes, and `run_rollout` appends trajectories to
-`rollout/trajectories.jsonl`. Rerunning the same command completes what is missing and retries infra failures.
-"""
+"""`trace-rl rollout`: the typer command (registered by cli.py). It maps its flags onto the `env`, `rollout` and
+`executor` sections of `--config` (or the defaults) and calls the rollout stage (`rollout/stage.py`)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
-import signal
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated
 
-from trace_rl.config import ModelConfig, TraceConfig, model_from_spec, read_yaml
-from trace_rl.engine.conversation import EpisodeLimits
-from trace_rl.envs.registry import load_domain
-from trace_rl.errors import UserError
-from trace_rl.executor.base import Executor
-from trace_rl.models.base import ModelClient, SamplingParams
-from trace_rl.engine.plan import STAGE, TRAJECTORIES, check_identity, plan_jobs, record_plan
-from trace_rl.engine.progress import Progress, ProgressMode, make_progress
-from trace_rl.engine.runner import EpisodeFactory, RolloutResult, run_rollout
+import typer
+
 from trace_rl.artifacts.store import RunDir
-from trace_rl.types import Task
+from trace_rl.config import load_config
+from trace_rl.errors import UserError
+from trace_rl.stage import StageContext, command_line, run_stage
 
-BASE_MODEL_NAMES = frozenset({"", "base", "__base__"})
-
-
-class IncompleteRollout(Exception):
-    """Episodes are left to retry or start; the stage is recorded as failed with its summary."""
-
-
-@contextlib.contextmanager
-def rollout_lock(run_dir: RunDir) -> Iterator[None]:
-    """One rollout command per run directory at a time (an OS file lock: released even by kill -9)."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no lock
-        yield
-        return
-    with (run_dir.stage_dir(STAGE) / ".lock").open("w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UserError(f"another rollout is writing to {run_dir.root}; wait for it or use another --run") from None
-        yield
+MODEL_HELP = (
+    "a config model name, scripted, tiny, smollm2-135m, local:<path>, openai:<model>@<base_url> "
+    "(or openai:<model> with OPENAI_BASE_URL), or a model YAML file (a `models` entry)"
+)
+PROGRESS_MODES = ("auto", "rich", "plain", "none")
 
 
-def add_model_spec(cfg: TraceConfig, spec: str) -> str:
-    """Put a command-line model (a config name, a spec like `openai:m@url`, or a model YAML file) into `cfg.models`."""
-    path = Path(spec)
-    if path.suffix in (".yaml", ".yml") and path.is_file():
-        from pydantic import ValidationError
+def rollout_command(
+    ctx: typer.Context,
+    env: Annotated[
+        str | None, typer.Option("--env", help="tau2:retail | tau2:airline | tau2:mock | library | ...")
+    ] = None,
+    split: Annotated[str | None, typer.Option("--split", help="Task split (default train).")] = None,
+    trials: Annotated[
+        int | None, typer.Option("--trials", "-k", help="Trials per task (pass^k needs k ≤ trials).")
+    ] = None,
+    model: Annotated[str | None, typer.Option("--model", help=f"Policy: {MODEL_HELP}.")] = None,
+    adapter: Annotated[
+        str | None, typer.Option("--adapter", help="LoRA adapter name (vLLM: the request's model).")
+    ] = None,
+    user_model: Annotated[
+        str | None, typer.Option("--user-model", help="LLM user simulator model (default: the domain's scripted user).")
+    ] = None,
+    judge_model: Annotated[str | None, typer.Option("--judge-model", help="Model grading NL assertions.")] = None,
+    run: Annotated[Path | None, typer.Option("--run", help="Run directory, e.g. runs/demo.")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config (one section per stage).")] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", "-j", help="Episodes in flight.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Base seed; trial seeds derive from it.")] = None,
+    task: Annotated[list[str] | None, typer.Option("--task", help="Only this task id (repeatable).")] = None,
+    task_limit: Annotated[int | None, typer.Option("--task-limit", help="Only the first N tasks.")] = None,
+    temperature: Annotated[float | None, typer.Option("--temperature", help="Policy sampling temperature.")] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Policy max tokens per turn.")] = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Orchestrator steps per episode.")] = None,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="τ² data directory (or TRACE_TAU2_DATA).")] = None,
+    task_set: Annotated[str | None, typer.Option("--task-set", help="τ² task file: head or v0.2.")] = None,
+    progress: Annotated[str, typer.Option("--progress", help="auto | rich | plain | none")] = "auto",
+    executor: Annotated[
+        str | None, typer.Option("--executor", help="local | ray: where episodes and trainings run (config: executor).")
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option("--ray-address", help="Ray cluster: auto or ray://host:10001 (default: start a local one)."),
+    ] = None,
+) -> None:
+    """Run every task of a split K times; resumable (rerun the same command to finish and retry infra failures)."""
+    from trace_rl.models.specs import add_model_spec
+    from trace_rl.rollout.stage import ROLLOUT
 
-        from trace_rl.config import format_validation_error
-
-        try:
-            model_cfg = ModelConfig.model_validate(read_yaml(path))
-        except ValidationError as err:
-            raise UserError(format_validation_error(err, str(path))) from None
-        name = path.stem
-    else:
-        name, model_cfg = model_from_spec(spec, cfg)
-    cfg.models[name] = model_cfg
-    return name
-
-
-def select_tasks(tasks: list[Task], task_ids: list[str] | None, limit: int | None, where: str) -> list[Task]:
-    if task_ids:
-        by_id = {t.id: t for t in tasks}
-        unknown = [t for t in task_ids if t not in by_id]
-        if unknown:
-            raise UserError(f"{where}: unknown task id(s) {', '.join(unknown[:5])}")
-        tasks = [by_id[t] for t in dict.fromkeys(task_ids)]
-    if limit is not None:
-        tasks = tasks[:limit]
-    if not tasks:
-        raise UserError(f"{where}: no tasks to run")
-    return tasks
-
-
-def served_models(model_cfg: ModelConfig, timeout_s: float = 5.0) -> list[str] | None:
-    """Names listed by an OpenAI-compatible server's /models, or None when it cannot tell (down, no such route)."""
-    import os
-
-    import httpx
-
-    base = next(iter(model_cfg.endpoints()), None)
-    if not base:
-        return None
-    key = model_cfg.api_key or os.environ.get(model_cfg.api_key_env) or "EMPTY"
-    try:
-        resp = httpx.get(f"{base.rstrip('/')}/models", headers={"Authorization": f"Bearer {key}"}, timeout=timeout_s)
-        resp.raise_for_status()
-        return [str(m["id"]) for m in resp.json().get("data", [])]
-    except (httpx.HTTPError, ValueError, KeyError, TypeError):
-        return None
-
-
-def check_served(name: str, model_cfg: ModelConfig, adapter: str | None) -> None:
-    """An OpenAI-compatible server that answers /models must serve the model (and adapter) asked for."""
-    if model_cfg.kind != "openai":
-        return
-    listed = served_models(model_cfg)
-    if listed is None:
-        return
-    wanted = adapter if adapter not in (None, *BASE_MODEL_NAMES) else model_cfg.model
-    if wanted not in listed:
-        shown = ", ".join(listed[:10]) + (" ..." if len(listed) > 10 else "")
-        where = next(iter(model_cfg.endpoints()), None)
-        raise UserError(f"model '{name}': the server at {where} does not serve '{wanted}' (it serves {shown})")
-
-
-def _redacted(cfg: TraceConfig) -> dict[str, Any]:
-    data = json.loads(json.dumps(cfg.model_dump(mode="python"), default=str))
-    for model in data.get("models", {}).values():
-        if model.get("api_key"):
-            model["api_key"] = "***"
-    return data
-
-
-def _sampling(cfg: TraceConfig, model_cfg: ModelConfig | None) -> SamplingParams:
-    r = cfg.rollout
-    base = model_cfg or ModelConfig()
-    return SamplingParams(
-        temperature=r.temperature if r.temperature is not None else base.temperature,
-        top_p=base.top_p,
-        max_tokens=r.max_tokens if r.max_tokens is not None else base.max_tokens,
+    if progress not in PROGRESS_MODES:
+        raise UserError(f"--progress: '{progress}' is not one of {', '.join(PROGRESS_MODES)}")
+    cfg = load_config(
+        config,
+        {
+            "env.name": env,
+            "env.data_dir": str(data_dir) if data_dir else None,
+            "env.task_set": task_set,
+            "env.max_steps": max_steps,
+            "rollout.split": split,
+            "rollout.trials": trials,
+            "rollout.adapter": adapter,
+            "rollout.concurrency": concurrency,
+            "rollout.seed": seed,
+            "rollout.task_ids": task or None,
+            "rollout.task_limit": task_limit,
+            "rollout.temperature": temperature,
+            "rollout.max_tokens": max_tokens,
+            "executor.kind": executor,
+            "executor.address": ray_address,
+        },
     )
+    if model is not None:
+        cfg.rollout.policy = add_model_spec(cfg, model)
+    if user_model is not None:
+        cfg.rollout.user = add_model_spec(cfg, user_model)
+    if judge_model is not None:
+        cfg.rollout.judge = add_model_spec(cfg, judge_model)
+    run_dir = RunDir(run if run is not None else cfg.run.runs_dir / cfg.run.name)
+    stage_ctx = StageContext(cfg, run_dir, command=command_line(ctx), echo=typer.echo, progress=progress)  # type: ignore[arg-type]
+    run_stage(ROLLOUT, stage_ctx)
 
 
-def rollout(
-    cfg: TraceConfig,
-    run_dir: RunDir,
-    *,
-    command: str | None = None,
-    progress: ProgressMode | Progress = "auto",
-    clients: dict[str, ModelClient] | None = None,
-) -> RolloutResult:
-    """Roll out `cfg.rollout.policy` on `cfg.env`; `clients` (name -> client) replaces building clients (tests)."""
-    r, env_cfg = cfg.rollout, cfg.env
-    clients = dict(clients or {})
-
-    # -- everything that can be wrong with the request is found before any work ---------------------------------
-    domain = load_domain(env_cfg.name, env_cfg)
-    if r.split not in domain.splits():
-        raise UserError(f"environment '{env_cfg.name}' has no split '{r.split}' (splits: {', '.join(domain.splits())})")
-    tasks = select_tasks(domain.tasks(r.split), r.task_ids, r.task_limit, f"{env_cfg.name}/{r.split}")
-
-    def model_cfg(name: str | None) -> ModelConfig | None:
-        if name is None or (name in clients and name not in cfg.models):
-            return None
-        return cfg.model(name)
-
-    policy_cfg = model_cfg(r.policy)
-    user_name = None if r.user == "scripted" else r.user
-    user_cfg = model_cfg(user_name)
-    judge_cfg = model_cfg(r.judge)
-    if user_name is None:
-        unscripted = [t.id for t in tasks if domain.scripted_user(t) is None]
-        if len(unscripted) == len(tasks):
-            raise UserError(f"environment '{env_cfg.name}' has no scripted user: pass --user-model (an LLM user)")
-        if unscripted:
-            shown = ", ".join(unscripted[:5]) + (" ..." if len(unscripted) > 5 else "")
-            raise UserError(
-                f"{env_cfg.name}/{r.split}: {len(unscripted)} of {len(tasks)} tasks have no scripted user ({shown}); "
-                "pass --user-model (an LLM user) or pick tasks with --task"
-            )
-    if user_name is not None and getattr(domain, "guidelines", None) is None:
-        raise UserError(f"environment '{env_cfg.name}' has no user guidelines, so it cannot use an LLM user simulator")
-    local = policy_cfg is not None and policy_cfg.kind in ("local", "tiny")
-    if local and r.adapter not in (None, *BASE_MODEL_NAMES) and r.adapter not in policy_cfg.adapters:
-        raise UserError(f"model '{r.policy}' has no adapter '{r.adapter}' (set models.{r.policy}.adapters)")
-    for name, mcfg, adapter in (
-        (r.policy, policy_cfg, r.adapter),
-        (user_name, user_cfg, None),
-        (r.judge, judge_cfg, None),
-    ):
-        if name is not None and mcfg is not None:
-            check_served(name, mcfg, adapter)
-
-    sampling = _sampling(cfg, policy_cfg)
-    model_label = (policy_cfg.model if policy_cfg is not None else "") or r.policy
-    user_label = "scripted" if user_name is None else ((user_cfg.model if user_cfg else "") or user_name)
-    identity = {
-        "policy": model_label,
-        "adapter": r.adapter,
-        "user": user_label,
-        "judge": r.judge,
-        "seed": r.seed,
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "max_tokens": sampling.max_tokens,
-        "max_steps": env_cfg.max_steps,
-        "max_errors": env_cfg.max_errors,
-        "task_set": env_cfg.task_set,
-        "reward_basis": env_cfg.reward_basis,
-    }
-    check_identity(run_dir, env_cfg.name, r.split, identity)
-
-    from trace_rl.models.resolve import build_client
-
-    built: list[ModelClient] = []
-
-    def client(name: str) -> ModelClient:
-        if name not in clients:
-            clients[name] = build_client(cfg.model(name), name=name)
-            built.append(clients[name])
-        return clients[name]
-
-    factory = EpisodeFactory(
-        domain=domain,
-        env_name=env_cfg.name,
-        split=r.split,
-        client=client(r.policy),
-        model_name=model_label,
-        adapter=None if r.adapter in BASE_MODEL_NAMES else r.adapter,
-        sampling=sampling,
-        limits=EpisodeLimits(max_steps=env_cfg.max_steps, max_errors=env_cfg.max_errors, timeout_s=r.episode_timeout_s),
-        user_client=client(user_name) if user_name else None,
-        user_model=user_label if user_name else None,
-        user_sampling=SamplingParams(temperature=0.0, max_tokens=user_cfg.max_tokens if user_cfg else 512),
-        judge=client(r.judge) if r.judge else None,
-        token_ids=r.token_ids,
-        metadata={"run": run_dir.name, "user": user_label},
-    )
-
-    from trace_rl.executor import make_executor
-
-    executor = make_executor(cfg.executor, STAGE)  # ray missing: a one-line error before the run dir is touched
-
-    # -- the run directory explains itself: manifest, plan, stage record ----------------------------------------
-    try:
-        with rollout_lock(run_dir):
-            return _run(cfg, run_dir, factory, tasks, identity, command, progress, built, executor)
-    finally:
-        executor.close()
-
-
-def _run(
-    cfg: TraceConfig,
-    run_dir: RunDir,
-    factory: EpisodeFactory,
-    tasks: list[Task],
-    identity: dict[str, Any],
-    command: str | None,
-    progress: ProgressMode | Progress,
-    built: list[ModelClient],
-    executor: Executor | None = None,
-) -> RolloutResult:
-    r, env_cfg = cfg.rollout, cfg.env
-    run_dir.ensure(_redacted(cfg), command)
-    record_plan(run_dir, env_cfg.name, r.split, tasks, r.trials, r.seed, identity)
-    jobs = plan_jobs(env_cfg.name, r.split, tasks, r.trials, r.seed)
-    store = run_dir.jsonl(TRAJECTORIES)
-    reporter = make_progress(progress) if isinstance(progress, str) else progress
-
-    async def main() -> RolloutResult:
-        task = asyncio.current_task()
-        loop = asyncio.get_running_loop()
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signal.SIGTERM, task.cancel)  # type: ignore[union-attr]
-        try:
-            return await run_rollout(
-                jobs,
-                factory,
-                store,
-                concurrency=r.concurrency,
-                progress=reporter,
-                stop_after_infra=r.stop_after_infra or None,
-                label=f"{env_cfg.name}/{r.split}",
-                executor=executor,
-            )
-        finally:
-            for c in built:
-                with contextlib.suppress(Exception):
-                    await c.aclose()
-
-    stage_cfg = {**r.model_dump(mode="json"), "env": env_cfg.name, "identity": identity}
-    try:
-        with run_dir.stage(STAGE, stage_cfg) as record:
-            try:
-                result = asyncio.run(main())
-            except asyncio.CancelledError:
-                raise KeyboardInterrupt from None
-            record.summary = result.as_dict()
-            if not result.complete:
-                raise IncompleteRollout
-    except IncompleteRollout:
-        pass
-    return result
+__all__ = ["rollout_command"]

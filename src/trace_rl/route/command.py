@@ -4,28 +4,23 @@ held-out tasks of every capability environment (registered by cli.py).
     trace-rl route --run runs/demo                         # router.json + accuracy.json (confusion matrix, base rate)
     trace-rl route --run runs/demo --tasks 40 --oracle-trials 2   # + potential rate, routed vs oracle pass^1
 
-The config is `--config` when given, else the one recorded in the run's manifest; `stages.route` (`RouteConfig`) is
-overridden by the flags.
+The command maps its flags onto the `route` section (`RouteConfig`) of `--config`, else of the config recorded in the
+run's manifest, and calls the route stage (`route/stage.py`).
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from trace_rl.errors import UserError
-from trace_rl.route.accuracy import format_confusion
 from trace_rl.artifacts.store import RunDir
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
+from trace_rl.stage import StageContext, command_line, load_run_config, run_stage
 
 
 def route_command(
+    ctx: typer.Context,
     run: Annotated[Path, typer.Option("--run", help="Run directory, e.g. runs/demo (after train).")],
     config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config (default: the run's).")] = None,
     model: Annotated[
@@ -47,34 +42,21 @@ def route_command(
     ] = False,
 ) -> None:
     """Build the label-logit router and measure its accuracy on held-out capability tasks (stage 4)."""
-    from trace_rl.route.stage import route_config, run_route
-    from trace_rl.synthesize.command import run_config
+    from trace_rl.route.stage import ROUTE
 
     run_dir = RunDir(run)
-    if not run_dir.exists():
-        raise UserError(f"{run} is not a trace-rl run (no manifest.json): run the earlier stages first")
-    cfg = run_config(run_dir, config)
-    overrides = {"model": model, "capabilities": capability or None, "tasks_per_env": tasks, "split": split,
-                 "user": user_model, "oracle_trials": oracle_trials}  # fmt: skip
-    if include_system:
-        overrides["prompt"] = {**((cfg.stages.get("route") or {}).get("prompt") or {}), "include_system": True}
-    rcfg = route_config(cfg, overrides)
-    result = run_route(run_dir, cfg, rcfg, command="trace-rl route " + " ".join(sys.argv[2:]), echo=typer.echo)
-    acc = result.accuracy
-    interval = f" [{_pct(acc.low)}, {_pct(acc.high)}]" if acc.low is not None else ""
-    typer.echo(format_confusion(result))
-    typer.echo(
-        f"routing accuracy {_pct(acc.value)}{interval} on {result.n_tasks} held-out tasks · "
-        f"base label won {_pct(result.base_rate)}"
-    )
-    if result.routed_pass1 is not None and result.oracle_pass1 is not None:
-        typer.echo(
-            f"potential rate {_pct(result.potential_rate)} · pass^1 routed {_pct(result.routed_pass1.value)} "
-            f"vs oracle {_pct(result.oracle_pass1.value)}"
-        )
-    for name, reason in (result.details.get("skipped") or {}).items():
-        typer.echo(f"skipped {name}: {reason}", err=True)
-    typer.echo(f"accuracy: {run_dir.root / 'route' / 'accuracy.json'}")
+    run_dir.require("run the earlier stages first")
+    overrides = {
+        "route.model": model,
+        "route.capabilities": capability or None,
+        "route.tasks_per_env": tasks,
+        "route.split": split,
+        "route.user": user_model,
+        "route.oracle_trials": oracle_trials,
+        "route.prompt.include_system": include_system or None,
+    }
+    cfg = load_run_config(run_dir, config, overrides)
+    run_stage(ROUTE, StageContext(cfg, run_dir, command=command_line(ctx), echo=typer.echo))
 
 
 __all__ = ["route_command"]

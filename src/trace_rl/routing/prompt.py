@@ -1,9 +1,9 @@
-"""The routing prompt `M_x` of TRACE §3.5 (trace-method.md §6.1), built from a `RouterSpec`.
+"""The routing prompt `M_x` of TRACE §3.5 (docs/method-notes.md §4), built from a `RouterSpec`.
 
 System message: the classifier instruction, then one line per option — a single-token label (A, B, C, …), the
 capability's name and description, and one condensed successful trajectory from its synthetic environment — plus the
 base label ("no learned capability needed"), closing with "Only output the label." User message 1: the task's first
-user message. User message 2: the question, naming the labels. This follows the paper's appendix example (§6.2) with
+user message. User message 2: the question, naming the labels. This follows the paper's appendix example (App. E) with
 the base label added (the paper describes it; its example omits it) and without the hand-written per-benchmark hints.
 
 Trajectories are condensed the way the appendix shows them: `Customer: …`, `[Agent calls name(args)]`,
@@ -15,34 +15,16 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from trace_rl.config.route import INSTRUCTION, PromptConfig
 from trace_rl.types import Message
 
 if TYPE_CHECKING:
-    from trace_rl.routing.spec import RouterSpec
+    from trace_rl.artifacts.router import RouterSpec
 
-INSTRUCTION = "You are a routing classifier. Select which skill best matches the user's request."
 BASE_DESCRIPTION = (
     "No specialised skill is needed: the request is handled well by the general assistant. "
     "Choose this when none of the skills above clearly applies."
 )
-
-
-class PromptConfig(BaseModel):
-    """How the routing prompt is rendered (recorded in router.json so a router is rebuilt exactly)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    instruction: str = Field(INSTRUCTION, description="First line of the system message.")
-    include_system: bool = Field(
-        False,
-        description="Show an excerpt of the agent's own system prompt before the user's message (TRACE routes from "
-        "the first user message only; the system prompt is usually the same for every task of a domain).",
-    )
-    system_chars: int = Field(1200, ge=0, description="Characters of the agent's system prompt shown, at most.")
-    user_chars: int = Field(4000, ge=1, description="Characters of the first user message shown, at most.")
-    question: str = Field("Which skill?", description="The second user message, before the list of labels.")
 
 
 def clip(text: str, limit: int) -> str:

@@ -11,13 +11,15 @@ name is a capability (= the adapter's served name) or "base". Implementations:
 - `FixedRouter` (always one name) and `ScriptedRouter` (by marker substrings) for tests and baselines.
 
 Routing runs once per task; callers keep the decision for the whole episode. `decide` returns the label scores too, for
-the accuracy report.
+the accuracy report. `make_router` builds the label-logit router over a base model: in process when the client has
+logits, else against the model's OpenAI-compatible server.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,10 +27,11 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import httpx
 
+from trace_rl.artifacts.router import BASE, RouterSpec
+from trace_rl.config import ModelConfig
 from trace_rl.errors import InfraError, UserError
 from trace_rl.models.chat_format import to_openai_messages
 from trace_rl.routing.prompt import routing_messages
-from trace_rl.routing.spec import BASE, RouterSpec
 from trace_rl.types import Message
 
 if TYPE_CHECKING:
@@ -227,6 +230,30 @@ class LabelLogitRouter:
         return self.decide(first_user_message, system).name
 
 
+def make_router(spec: RouterSpec, client: Any, model_cfg: ModelConfig | None) -> Router:
+    """The paper's label-logit router over the base model: in process when the client has logits, else against the
+    model's OpenAI-compatible server."""
+    if hasattr(client, "next_token_logits") and hasattr(client, "tokenizer"):
+        return LabelLogitRouter.local(spec, client)
+    if model_cfg is not None and model_cfg.kind == "openai":
+        base_url = next(iter(model_cfg.endpoints()), None)  # one routing call per task: the first server
+        if not base_url:
+            raise UserError("routing against a server needs the model's base_url")
+        api_key = model_cfg.api_key or os.environ.get(model_cfg.api_key_env)
+        return LabelLogitRouter.server(spec, base_url, model=model_cfg.model or None, api_key=api_key)
+    raise UserError(
+        "routing needs the base model's logits: a local model (transformers) or an OpenAI-compatible server"
+    )
+
+
+def decide(router: Router, text: str, system: str | None = None) -> RouteDecision:
+    """A decision with scores when the router gives them (`LabelLogitRouter.decide`), else just the name."""
+    fn = getattr(router, "decide", None)
+    if fn is not None:
+        return fn(text, system)
+    return RouteDecision(name=router.route(text, system))
+
+
 __all__ = [
     "FixedRouter",
     "LabelLogitRouter",
@@ -237,4 +264,6 @@ __all__ = [
     "ScriptedRouter",
     "ServerChoiceScorer",
     "api_root",
+    "decide",
+    "make_router",
 ]

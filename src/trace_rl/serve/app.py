@@ -35,11 +35,11 @@ import anyio
 from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse, Response
 
+from trace_rl.artifacts.router import BASE
+from trace_rl.artifacts.serving import RouteLogRecord, routes_log
 from trace_rl.routing.router import Router
-from trace_rl.routing.spec import BASE
 from trace_rl.serve.backends import Backend
 from trace_rl.serve.wire import WireError, chat_messages, error_body, first_turn
-from trace_rl.artifacts.store import JsonlStore
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class RouteTable:
         self.pending: dict[str, asyncio.Future[Route]] = {}
         self.counts: Counter[str] = Counter()
         self.router_calls = 0
-        self.log = JsonlStore(log_path, key=lambda r: r["conversation"]) if log_path else None
+        self.log = routes_log(log_path) if log_path else None
 
     def get(self, key: str) -> Route | None:
         route = self.routes.get(key)
@@ -120,7 +120,7 @@ class RouteTable:
         self.counts[route.adapter] += 1
         future.set_result(route)
         if self.log is not None:
-            record = {"conversation": key, "adapter": route.adapter, "how": route.how, "time": time.time()}
+            record = RouteLogRecord(conversation=key, adapter=route.adapter, how=route.how, time=time.time())
             await anyio.to_thread.run_sync(self.log.append, [record])
         return route, True
 

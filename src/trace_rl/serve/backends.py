@@ -1,10 +1,10 @@
 """Where the proxy sends a routed request: a vLLM multi-LoRA server, or the base model in process.
 
-`VLLMBackend` forwards the request body unchanged except for `model` (the adapter's served name, or the base model's;
-stack-notes.md §3: the request's model selects the adapter) and passes the answer through byte for byte: JSON as it
-came, streams (SSE) chunk by chunk as they arrive, errors with their status. The served names come from the server's
-`/v1/models` (the base is the entry without a parent), refreshed every few seconds so adapters loaded at runtime
-(`/v1/load_lora_adapter`) become routable.
+`VLLMBackend` forwards the request body unchanged except for `model` (the adapter's served name, or the base model's:
+the request's model selects the adapter, docs/integration-notes.md §1) and passes the answer through byte for byte: JSON
+as it came, streams (SSE) chunk by chunk as they arrive, errors with their status. The served names come from the
+server's `/v1/models` (the base is the entry without a parent), refreshed every few seconds so adapters loaded at
+runtime (`/v1/load_lora_adapter`) become routable.
 
 `LocalBackend` answers with trace-rl's `LocalClient` (transformers + PEFT adapters): one generation at a time, in a
 worker thread. Streaming there is emulated: the finished turn is sent as SSE chunks (role, content, tool calls, finish).

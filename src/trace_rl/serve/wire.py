@@ -9,6 +9,7 @@ import time
 import uuid
 from typing import Any
 
+from trace_rl.messages import first_user_text, system_text
 from trace_rl.models.base import ModelResponse, SamplingParams
 from trace_rl.models.chat_format import EXAMPLE_NAME_PREFIX
 from trace_rl.models.toolcall_parse import parse_arguments
@@ -60,13 +61,22 @@ def is_example(message: dict[str, Any]) -> bool:
 
 
 def first_turn(messages: list[dict[str, Any]]) -> tuple[str | None, str]:
-    """(system prompt or None, first user message): what routing and the conversation key are computed from.
-    Worked-example turns are skipped: every conversation of a few-shot client shares them."""
-    system = next((text_of(m.get("content")) for m in messages if m["role"] in ("system", "developer")), None)
-    user = next((m for m in messages if m["role"] == "user" and not is_example(m)), None)
-    if user is None:
+    """(system prompt or None, first user message): what routing and the conversation key are computed from, read
+    as `trace_rl.messages` reads a conversation (so evaluation routes it on the same text). Worked-example turns are
+    skipped: every conversation of a few-shot client shares them."""
+    opening = [
+        Message(
+            role="system" if m["role"] == "developer" else m["role"],
+            content=text_of(m.get("content")),
+            example=is_example(m),
+        )
+        for m in messages
+        if m["role"] in ("system", "developer", "user")
+    ]
+    first = first_user_text(opening)
+    if first is None:
         raise WireError("the conversation has no user message to route on")
-    return system, text_of(user.get("content"))
+    return system_text(opening), first
 
 
 def _tool_calls(raw: list[Any]) -> list[ToolCall]:

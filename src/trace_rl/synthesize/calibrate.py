@@ -1,11 +1,11 @@
 """Calibration: roll the base policy out on G seeds × K samples and decide whether GRPO can learn from the
-environment (released TRACE code, trace-method.md §4.4).
+environment (released TRACE code; docs/method-notes.md §2).
 
 Figures: mean shaped reward, its population std, success rate (binary, DB × COMMUNICATE), per-group shares of
-informative (non-constant reward), constant, all-success and all-zero groups, groups informative on the outcome
-(mixed success, §11.7), unbiased pass@k for k = 1, 2, 4, … ≤ K, and a per-variant breakdown. Acceptance defaults to
-the released code's thresholds (`AcceptanceConfig`). A failure carries a direction: `too_hard`, `too_easy` or
-`uninformative`, which the stage turns into a difficulty move or a regeneration. Episodes use the environment's
+informative (non-constant reward), constant, all-success and all-zero groups, groups informative on the outcome (mixed
+success, docs/method-notes.md §7), unbiased pass@k for k = 1, 2, 4, … ≤ K, and a per-variant breakdown. Acceptance
+defaults to the released code's thresholds (`AcceptanceConfig`). A failure carries a direction: `too_hard`, `too_easy`
+or `uninformative`, which the stage turns into a difficulty move or a regeneration. Episodes use the environment's
 unhinted prompt and scripted user, run with `run_episode` on one event loop, `concurrency` at a time.
 """
 
@@ -18,10 +18,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from trace_rl.engine.conversation import EpisodeLimits, EpisodeSpec, domain_agent, run_episode
+from trace_rl.config.synthesize import AcceptanceConfig
+from trace_rl.engine.episode import EpisodeLimits
+from trace_rl.engine.text_driver import EpisodeSpec, domain_agent, run_episode
 from trace_rl.envs.synthetic.environment import CapabilityEnvironment
 from trace_rl.models.base import ModelClient, SamplingParams
-from trace_rl.config.synthesize import AcceptanceConfig
 from trace_rl.types import Trajectory
 
 
@@ -119,17 +120,22 @@ def judge(fig: dict[str, Any], acc: AcceptanceConfig) -> tuple[dict[str, dict[st
     checks: dict[str, dict[str, Any]] = {
         "mean_reward": {"value": fig["mean_reward"], "range": [lo_r, hi_r], "ok": lo_r <= fig["mean_reward"] <= hi_r},
         "success_rate": {
-            "value": fig["success_rate"], "range": [lo_s, hi_s], "ok": lo_s <= fig["success_rate"] <= hi_s,
+            "value": fig["success_rate"],
+            "range": [lo_s, hi_s],
+            "ok": lo_s <= fig["success_rate"] <= hi_s,
         },
         "reward_std": {"value": fig["reward_std"], "min": acc.min_std, "ok": fig["reward_std"] >= acc.min_std},
         "informative_groups": {
-            "value": fig["informative_groups"], "min": acc.min_informative,
+            "value": fig["informative_groups"],
+            "min": acc.min_informative,
             "ok": fig["informative_groups"] >= acc.min_informative,
         },
         "constant_groups": {
-            "value": fig["constant_groups"], "max": acc.max_constant, "ok": fig["constant_groups"] <= acc.max_constant,
+            "value": fig["constant_groups"],
+            "max": acc.max_constant,
+            "ok": fig["constant_groups"] <= acc.max_constant,
         },
-    }  # fmt: skip
+    }
     if acc.max_all_success is not None:
         v = fig["all_success_groups"]
         checks["all_success_groups"] = {"value": v, "max": acc.max_all_success, "ok": v <= acc.max_all_success}
@@ -216,9 +222,16 @@ async def calibrate(
     """G seeds (the first of the train split, unless given) × K samples; figures and acceptance."""
     seeds = seeds if seeds is not None else list(cap_env.spec.splits.seeds("train"))[:groups]
     rollouts = await collect(
-        cap_env, client, seeds=seeds, samples=samples, temperature=temperature, max_tokens=max_tokens,
-        concurrency=concurrency, limits=limits or EpisodeLimits(), model_name=model_name,
-    )  # fmt: skip
+        cap_env,
+        client,
+        seeds=seeds,
+        samples=samples,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        concurrency=concurrency,
+        limits=limits or EpisodeLimits(),
+        model_name=model_name,
+    )
     fig = figures(rollouts, samples)
     fig["infra_failures"] = len(seeds) * samples - len(rollouts)
     checks, accepted, direction = judge(fig, acceptance)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from trace_rl.envs.synthetic.spec import CheckSpec, HintSpec, RewardSpec
+from trace_rl.artifacts.environments import CheckSpec, HintSpec, RewardSpec
 from trace_rl.types import Capability
 
 TYPES = ("precondition_verification", "tool_calling_precision", "multi_step_completion", "structured_data_reasoning")
@@ -41,7 +41,7 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
     "structured_data_reasoning": (
         "structured", "data", "record", "parse", "cross-ref", "reason", "select", "compar", "field", "numer",
     ),
-}  # fmt: skip
+}  # fmt: skip  # data: packed, not one key per line
 
 HINTS: dict[str, str] = {
     "precondition_verification": (

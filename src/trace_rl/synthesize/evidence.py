@@ -3,7 +3,7 @@
 Inputs: `diagnose/capabilities.json` (selected capabilities; `stats.example_failed_trajectory_ids` and
 `stats.lacking_failed_runs` name the failed trajectories labelled LACKING; `example_task_ids` name tasks) and
 `rollout/trajectories.jsonl`. Only train-split evidence is used: anything from another split is dropped and
-reported, so no environment is ever derived from a test task (TRACE §11.1).
+reported, so no environment is ever derived from a test task (docs/method-notes.md §6.1).
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trace_rl.artifacts.layout import ROLLOUT_DIR, TRAJECTORIES_FILE
+from trace_rl.artifacts.store import RunDir
+from trace_rl.artifacts.trajectories import read_trajectories
 from trace_rl.envs.base import Domain
 from trace_rl.errors import UserError
-from trace_rl.artifacts.store import RunDir, read_json
 from trace_rl.types import Capability, Task, Trajectory
 
-CAPABILITIES = "diagnose/capabilities.json"
-TRAJECTORIES = "rollout/trajectories.jsonl"
+TRAJECTORIES = f"{ROLLOUT_DIR}/{TRAJECTORIES_FILE}"
 
 
 @dataclass
@@ -39,27 +40,9 @@ class Evidence:
         }
 
 
-def load_capabilities(run: RunDir) -> tuple[list[Capability], dict[str, Any]]:
-    path = run.root / CAPABILITIES
-    if not path.exists():
-        raise UserError(f"{path} not found: run `trace-rl diagnose --run {run.root}` first")
-    data = read_json(path)
-    try:
-        selected = [Capability.model_validate(c) for c in data.get("selected") or []]
-    except ValueError as exc:
-        raise UserError(f"{path}: malformed capability: {exc}") from None
-    return selected, data
-
-
 def load_trajectories(run: RunDir) -> dict[str, Trajectory]:
-    store = run.jsonl(TRAJECTORIES)
-    out: dict[str, Trajectory] = {}
-    for key, record in store.latest().items():
-        try:
-            out[key] = Trajectory.model_validate(record)
-        except ValueError:
-            continue
-    return out
+    """The rollout trajectories by id (records that are not trajectories skipped)."""
+    return read_trajectories(run.trajectories)[0]
 
 
 def collect_evidence(
@@ -92,7 +75,7 @@ def collect_evidence(
             ev.dropped.append(f"{tid}: not in {TRAJECTORIES}")
             continue
         if traj.split != split or traj.task_id not in split_tasks:
-            ev.dropped.append(f"{tid}: split '{traj.split}' is not '{split}' (never used, TRACE §11.1)")
+            ev.dropped.append(f"{tid}: split '{traj.split}' is not '{split}' (never used: test-set leakage)")
             continue
         ev.trajectories.append(traj)
         if traj.task_id not in seen_tasks:
@@ -123,4 +106,4 @@ def summarize_trajectory(traj: Trajectory, *, max_chars: int = 1800) -> str:
     return text if len(text) <= max_chars else text[: max_chars - 20] + "\n  … (cut)"
 
 
-__all__ = ["CAPABILITIES", "TRAJECTORIES", "Evidence", "collect_evidence", "load_capabilities", "load_trajectories"]
+__all__ = ["Evidence", "collect_evidence", "load_trajectories"]

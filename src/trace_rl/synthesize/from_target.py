@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from trace_rl.artifacts.environments import EnvSpec, GeneratorSpec, SplitSpec
 from trace_rl.config import EnvConfig
-from trace_rl.envs.base import Domain
-from trace_rl.envs.synthetic.spec import EnvSpec, GeneratorSpec, SplitSpec
 from trace_rl.config.synthesize import SynthesizeConfig
+from trace_rl.envs.base import Domain
 from trace_rl.synthesize.design import hint_spec, reward_spec
 from trace_rl.synthesize.evidence import Evidence
 

@@ -1,5 +1,5 @@
-"""The automatic leak check of the synthesize stage (TRACE §11.1): nothing of the target's test split may appear
-in a generated spec, generator code, prompt, hint or task.
+"""The automatic leak check of the synthesize stage (docs/method-notes.md §6.1): nothing of the target's test split may
+appear in a generated spec, generator code, prompt, hint or task.
 
 `build_index(domain)` collects from the test split: task ids; entity ids named in gold actions or instructions (order,
 user, reservation, member and payment-method ids, emails); member/user names (from lookups, scripts, instructions,

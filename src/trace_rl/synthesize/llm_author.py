@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trace_rl.envs.synthetic.generators import to_task
-from trace_rl.envs.synthetic.spec import GeneratedTask
-from trace_rl.models.base import ModelClient, SamplingParams
+from trace_rl.artifacts.layout import EnvLayout
 from trace_rl.artifacts.store import atomic_write_text
 from trace_rl.envs.synthetic.gen_api import API_DOC
+from trace_rl.envs.synthetic.generated import GeneratedTask
+from trace_rl.envs.synthetic.generators import to_task
+from trace_rl.models.base import ModelClient, SamplingParams
 from trace_rl.types import Message, Task
 
 SYSTEM = """\
@@ -141,8 +142,10 @@ def build_prompt(
         )
     parts += [f"The api object:\n{API_DOC}", OUTPUT_SCHEMA, RULES]
     if feedback:
-        parts.append(f"Your previous module:\n```python\n{previous or ''}\n```\nIt was rejected:\n{feedback}\n"
-                     "Fix every problem and answer with the whole corrected module.")  # fmt: skip
+        parts.append(
+            f"Your previous module:\n```python\n{previous or ''}\n```\nIt was rejected:\n{feedback}\n"
+            "Fix every problem and answer with the whole corrected module."
+        )
     return [Message(role="system", content=SYSTEM), Message(role="user", content="\n\n".join(parts))]
 
 
@@ -179,12 +182,12 @@ def tasks_from(raw: dict[int, dict[str, Any]], spec: Any, domain: str) -> tuple[
 
 
 def save_attempt(folder: Path, n: int, messages: list[Message], response: str, attempt: AuthorAttempt) -> None:
-    base = folder / "author" / f"attempt_{n}"
-    atomic_write_text(base / "prompt.md", "\n\n".join(f"## {m.role}\n\n{m.content}" for m in messages))
-    atomic_write_text(base / "response.md", response)
+    files = EnvLayout(folder).author_attempt(n)
+    atomic_write_text(files.prompt, "\n\n".join(f"## {m.role}\n\n{m.content}" for m in messages))
+    atomic_write_text(files.response, response)
     if attempt.code:
-        atomic_write_text(base / "generator.py", attempt.code)
-    atomic_write_text(base / "result.json", json.dumps(attempt.as_dict(), indent=2, default=str))
+        atomic_write_text(files.code, attempt.code)
+    atomic_write_text(files.result, json.dumps(attempt.as_dict(), indent=2, default=str))
 
 
 __all__ = ["AuthorAttempt", "ask", "build_prompt", "extract_code", "save_attempt", "tasks_from"]

@@ -20,31 +20,47 @@ import json
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from trace_rl.artifacts.capabilities import read_capabilities
+from trace_rl.artifacts.environments import (
+    CalibrationAttempt,
+    CalibrationFile,
+    EnvSpec,
+    EnvStatus,
+    GeneratorSpec,
+    read_env_spec,
+    read_env_status,
+    write_calibration,
+    write_env_spec,
+    write_env_status,
+    write_task_pool,
+)
+from trace_rl.artifacts.layout import GENERATOR_FILE, SPEC_FILE, EnvLayout
+from trace_rl.artifacts.store import JsonlStore, RunDir, atomic_write_json, atomic_write_text
 from trace_rl.config import EnvConfig, TraceConfig
+from trace_rl.config.synthesize import SynthesizeConfig
+from trace_rl.engine.episode import EpisodeLimits
 from trace_rl.envs.base import Domain
-from trace_rl.engine.conversation import EpisodeLimits
 from trace_rl.envs.synthetic.environment import CapabilityEnvironment
 from trace_rl.envs.synthetic.leak_guard import task_leaks
-from trace_rl.envs.synthetic.spec import GENERATOR_FILE, TASKS_FILE, EnvSpec, EnvStatus, GeneratorSpec
+from trace_rl.envs.synthetic.sandbox import run_generator
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient
-from trace_rl.artifacts.store import RunDir, atomic_write_json, atomic_write_text
+from trace_rl.models.registry import build_clients
+from trace_rl.stage import StageContext
 from trace_rl.synthesize import leak as leakmod
 from trace_rl.synthesize.calibrate import CalibrationResult, calibrate
-from trace_rl.config.synthesize import SynthesizeConfig, synthesize_config
 from trace_rl.synthesize.design import capability_type
-from trace_rl.synthesize.evidence import Evidence, collect_evidence, load_capabilities, load_trajectories
+from trace_rl.synthesize.evidence import Evidence, collect_evidence, load_trajectories
 from trace_rl.synthesize.from_target import base_spec, target_spec
 from trace_rl.synthesize.llm_author import AuthorAttempt, author_code, tasks_from
-from trace_rl.envs.synthetic.sandbox import run_generator
 from trace_rl.synthesize.validate import validate
 from trace_rl.types import Capability, Task
 
 STAGE = "synthesize"
-ENVS = "envs"
 
 
 class _Context:
@@ -89,10 +105,12 @@ def run_synthesize(
     syn: SynthesizeConfig | None = None,
     only: list[str] | None = None,
     echo: Callable[[str], None] = lambda _: None,
+    command: str | None = None,
 ) -> dict[str, Any]:
-    """Synthesize every selected capability's environment (or those in `only`); returns the run report.
-    Runs its own event loop; from async code, await `arun_synthesize` instead."""
-    return asyncio.run(arun_synthesize(run, cfg, clients, syn=syn, only=only, echo=echo))
+    """Synthesize every selected capability's environment (or those in `only`); returns the run report. `command`
+    (the command line that ran it) is recorded in the manifest. Runs its own event loop; from async code, await
+    `arun_synthesize` instead."""
+    return asyncio.run(arun_synthesize(run, cfg, clients, syn=syn, only=only, echo=echo, command=command))
 
 
 async def arun_synthesize(
@@ -103,37 +121,42 @@ async def arun_synthesize(
     syn: SynthesizeConfig | None = None,
     only: list[str] | None = None,
     echo: Callable[[str], None] = lambda _: None,
+    command: str | None = None,
 ) -> dict[str, Any]:
     """`run_synthesize` on the caller's event loop."""
     from trace_rl.envs.registry import load_domain
 
-    syn = syn or synthesize_config(cfg)
-    selected, _ = load_capabilities(run)
+    syn = syn or (cfg.synthesize if cfg is not None else SynthesizeConfig())
+    selected = read_capabilities(run).selected
     if only:
         unknown = sorted(set(only) - {c.name for c in selected})
         if unknown:
-            raise UserError(f"not a selected capability: {', '.join(unknown)} (selected: "
-                            f"{', '.join(c.name for c in selected) or 'none'})")  # fmt: skip
+            raise UserError(
+                f"not a selected capability: {', '.join(unknown)} (selected: "
+                f"{', '.join(c.name for c in selected) or 'none'})"
+            )
         selected = [c for c in selected if c.name in only]
     target_cfg = target_config(run, cfg)
     target = load_domain(target_cfg.name, target_cfg)
     if syn.calibrate and syn.policy not in clients:
-        raise UserError(
-            f"calibration needs the policy model '{syn.policy}' (or set stages.synthesize.calibrate: false)"
-        )
-    with run.stage(STAGE, config=syn.model_dump(mode="json")) as record:
+        raise UserError(f"calibration needs the policy model '{syn.policy}' (or set synthesize.calibrate: false)")
+    if command is not None:
+        run.ensure(command=command)
+    with run.stage(STAGE, config=syn.model_dump(mode="json"), command=command) as record:
         ctx = _Context(run, syn, target_cfg, target, clients)
         report = await _synthesize_all(ctx, selected, echo)
-        record.summary = {name: {k: v for k, v in r.items() if k in ("status", "generator", "attempts")}
-                          for name, r in report["capabilities"].items()}  # fmt: skip
+        record.summary = {
+            name: {k: v for k, v in r.items() if k in ("status", "generator", "attempts")}
+            for name, r in report["capabilities"].items()
+        }
     return report
 
 
 async def _synthesize_all(ctx: _Context, selected: list[Capability], echo: Callable[[str], None]) -> dict[str, Any]:
     out: dict[str, Any] = {"target": ctx.target_cfg.name, "capabilities": {}, "created_at": time.time()}
     for cap in selected:
-        folder = ctx.run.root / ENVS / cap.name
-        status = EnvStatus.load(folder)
+        folder = ctx.run.env(cap.name).folder
+        status = read_env_status(EnvLayout(folder))
         if status is not None:
             echo(f"{cap.name}: {status.status} (already synthesized, skipped)")
             out["capabilities"][cap.name] = _summary(folder, status, skipped=True)
@@ -144,19 +167,20 @@ async def _synthesize_all(ctx: _Context, selected: list[Capability], echo: Calla
         status = await _synthesize_one(ctx, cap, folder, echo)
         echo(f"{cap.name}: {status.status}{(' - ' + status.reason) if status.reason else ''}")
         out["capabilities"][cap.name] = _summary(folder, status, skipped=False)
-    atomic_write_json(ctx.run.stage_dir(STAGE) / "summary.json", out)
+    atomic_write_json(ctx.run.synthesize_summary, out)
     statuses = {"ready": "synthesized", "needs_attention": "needs_attention"}
     caps = [
         c.model_copy(update={"status": statuses[out["capabilities"][c.name]["status"]]}).model_dump(mode="json")
         for c in selected
         if c.name in out["capabilities"]
     ]
-    atomic_write_json(ctx.run.stage_dir(STAGE) / "capabilities.json", {"capabilities": caps})
+    atomic_write_json(ctx.run.synthesized_capabilities, {"capabilities": caps})
     return out
 
 
 def _summary(folder: Path, status: EnvStatus, *, skipped: bool) -> dict[str, Any]:
-    spec = EnvSpec.load(folder) if (folder / "spec.json").exists() else None
+    env = EnvLayout(folder)
+    spec = read_env_spec(env) if env.spec.exists() else None
     return {
         "status": status.status,
         "reason": status.reason,
@@ -175,6 +199,7 @@ class _Builder:
 
     def __init__(self, ctx: _Context, cap: Capability, folder: Path, evidence: Evidence, kind: str) -> None:
         self.ctx, self.cap, self.folder, self.evidence, self.kind = ctx, cap, folder, evidence, kind
+        self.files = EnvLayout(folder)
         self.spec: EnvSpec | None = None
         self.code: str | None = None
         self.mode: str = ""
@@ -188,7 +213,7 @@ class _Builder:
 
     def save(self) -> None:
         assert self.spec is not None
-        self.spec.save(self.folder)
+        write_env_spec(self.files, self.spec)
         self.ctx.index.save(self.folder)
 
     def validation_seeds(self) -> list[int]:
@@ -207,17 +232,26 @@ class _Builder:
     # generator 2
     def code_spec(self, difficulty: int) -> EnvSpec:
         spec = base_spec(
-            self.evidence, self.kind, self.ctx.target_cfg, self.ctx.target, self.ctx.syn,
+            self.evidence,
+            self.kind,
+            self.ctx.target_cfg,
+            self.ctx.target,
+            self.ctx.syn,
             GeneratorSpec(kind="code", difficulty=difficulty, params={"sandbox": self.ctx.syn.sandbox.model_dump()}),
-        )  # fmt: skip
+        )
         spec.provenance = {"generator": "llm", "author": getattr(self.ctx.author, "name", None)}
         return spec
 
     def sandbox_tasks(self, code: str, spec: EnvSpec, seeds: list[int]) -> tuple[dict[int, Task], dict[str, Any]]:
         result = run_generator(
-            code, seeds, target=self.ctx.target_cfg.model_dump(mode="json"), difficulty=spec.generator.difficulty,
-            limits=self.ctx.syn.sandbox, capability=self.cap.name, exclude=self.ctx.entities.as_exclude(),
-        )  # fmt: skip
+            code,
+            seeds,
+            target=self.ctx.target_cfg.model_dump(mode="json"),
+            difficulty=spec.generator.difficulty,
+            limits=self.ctx.syn.sandbox,
+            capability=self.cap.name,
+            exclude=self.ctx.entities.as_exclude(),
+        )
         tasks, problems = tasks_from(result.tasks, spec, self.ctx.target_cfg.name)
         info = result.as_dict()
         info["schema_problems"] = {str(k): v for k, v in problems.items()}
@@ -225,8 +259,7 @@ class _Builder:
         return tasks, info
 
     def write_pool(self, tasks: dict[int, Task]) -> None:
-        lines = [t.model_dump_json() for _, t in sorted(tasks.items())]
-        atomic_write_text(self.folder / TASKS_FILE, "\n".join(lines) + ("\n" if lines else ""))
+        write_task_pool(self.files, [t for _, t in sorted(tasks.items())])
 
     def check_code(self, difficulty: int) -> Callable[[str], AuthorAttempt]:
         def check(code: str) -> AuthorAttempt:
@@ -253,7 +286,7 @@ class _Builder:
             attempt.leak = {"ok": not leaks, "hits": [h.as_dict() for h in leaks[:10]]}
             if tasks and not problems:
                 self.spec, self.code = spec, code
-                atomic_write_text(self.folder / GENERATOR_FILE, code)
+                atomic_write_text(self.files.generator, code)
                 self.write_pool(tasks)
                 self.save()
                 report = validate(self.env(), seeds, min_sensitivity=self.ctx.syn.min_sensitivity)
@@ -289,11 +322,17 @@ class _Builder:
             "example_db_keys": sorted(db),
         }
         code, log = await author_code(
-            client, prompt_args=prompt_args, check=self.check_code(difficulty), folder=self.folder,
-            attempts=self.ctx.syn.author_attempts, max_tokens=self.ctx.syn.author_max_tokens,
-            temperature=self.ctx.syn.author_temperature, first_feedback=feedback, previous=self.code,
+            client,
+            prompt_args=prompt_args,
+            check=self.check_code(difficulty),
+            folder=self.folder,
+            attempts=self.ctx.syn.author_attempts,
+            max_tokens=self.ctx.syn.author_max_tokens,
+            temperature=self.ctx.syn.author_temperature,
+            first_feedback=feedback,
+            previous=self.code,
             start=len(self.author_log) + 1,
-        )  # fmt: skip
+        )
         self.author_log += log
         if code is None:
             self.spec = None  # the last rejected module is kept under author/, never used
@@ -341,22 +380,31 @@ async def _synthesize_one(ctx: _Context, cap: Capability, folder: Path, echo: Ca
     b = _Builder(ctx, cap, folder, evidence, kind)
     b.notes.append(f"capability type {kind} ({why_kind}); {len(evidence.tasks)} evidence tasks")
     syn = ctx.syn
-    calibrations: list[dict[str, Any]] = []
+    files = EnvLayout(folder)
+    calibrations: list[CalibrationAttempt] = []
     validations: list[dict[str, Any]] = []
 
     def finish(status: str, reason: str, figures: dict[str, Any] | None = None) -> EnvStatus:
-        atomic_write_json(folder / "calibration.json", {
-            "accepted": status == "ready" and bool(calibrations) and calibrations[-1].get("accepted", False),
-            "acceptance": syn.acceptance.model_dump(mode="json"),
-            "policy": syn.policy, "groups": syn.groups, "samples": syn.samples, "temperature": syn.temperature,
-            "attempts": calibrations, "final": calibrations[-1] if calibrations else None,
-        })  # fmt: skip
-        atomic_write_json(folder / "validation.json", {"attempts": validations, "notes": b.notes})
+        write_calibration(
+            files,
+            CalibrationFile(
+                accepted=status == "ready" and bool(calibrations) and calibrations[-1].accepted,
+                acceptance=syn.acceptance.model_dump(mode="json"),
+                policy=syn.policy,
+                groups=syn.groups,
+                samples=syn.samples,
+                temperature=syn.temperature,
+                attempts=calibrations,
+                final=calibrations[-1] if calibrations else None,
+            ),
+        )
+        atomic_write_json(files.validation, {"attempts": validations, "notes": b.notes})
         if b.author_log:
-            atomic_write_json(folder / "author" / "log.json", [a.as_dict() for a in b.author_log])
-        st = EnvStatus(status=status, reason=reason, attempts=len(calibrations), figures=figures or {},
-                       updated_at=time.time())  # fmt: skip
-        st.save(folder)
+            atomic_write_json(files.author_log, [a.as_dict() for a in b.author_log])
+        st = EnvStatus(
+            status=status, reason=reason, attempts=len(calibrations), figures=figures or {}, updated_at=time.time()
+        )
+        write_env_status(files, st)
         return st
 
     # 1. a first spec
@@ -376,9 +424,10 @@ async def _synthesize_one(ctx: _Context, cap: Capability, folder: Path, echo: Ca
         env = b.env()
         report = validate(env, b.validation_seeds(), min_sensitivity=syn.min_sensitivity)
         leak = _leak_check(ctx, b, env)
-        validations.append({"attempt": attempt, "difficulty": b.spec.generator.difficulty, **report.as_dict(),
-                            "leak_ok": leak.ok})  # fmt: skip
-        atomic_write_json(folder / "leak.json", leak.as_dict())
+        validations.append(
+            {"attempt": attempt, "difficulty": b.spec.generator.difficulty, **report.as_dict(), "leak_ok": leak.ok}
+        )
+        atomic_write_json(files.leak, leak.as_dict())
         if not report.ok or not leak.ok:
             why = report.feedback() if not report.ok else f"leak check: {len(leak.hits)} hits"
             b.notes.append(f"attempt {attempt}: validation failed: {why[:500]}")
@@ -390,17 +439,32 @@ async def _synthesize_one(ctx: _Context, cap: Capability, folder: Path, echo: Ca
             return finish("ready", "calibration skipped (stages.synthesize.calibrate: false)")
         assert ctx.policy is not None
         result = await calibrate(
-            env, ctx.policy, groups=syn.groups, samples=syn.samples, acceptance=syn.acceptance,
-            temperature=syn.temperature, max_tokens=syn.max_tokens, concurrency=syn.concurrency, limits=ctx.limits,
+            env,
+            ctx.policy,
+            groups=syn.groups,
+            samples=syn.samples,
+            acceptance=syn.acceptance,
+            temperature=syn.temperature,
+            max_tokens=syn.max_tokens,
+            concurrency=syn.concurrency,
+            limits=ctx.limits,
             model_name=syn.policy,
-        )  # fmt: skip
+        )
         _store_rollouts(folder, attempt, result)
-        calibrations.append({"attempt": attempt, "difficulty": b.spec.generator.difficulty,
-                             "generator": b.spec.generator.kind, **result.as_dict()})  # fmt: skip
+        calibrations.append(
+            CalibrationAttempt(
+                attempt=attempt,
+                difficulty=b.spec.generator.difficulty,
+                generator=b.spec.generator.kind,
+                **result.as_dict(),
+            )
+        )
         last_fig = result.figures
-        echo(f"{cap.name}: attempt {attempt}: mean {result.figures['mean_reward']}, success "
-             f"{result.figures['success_rate']}, informative {result.figures['informative_groups']}"
-             f" -> {'accepted' if result.accepted else result.direction}")  # fmt: skip
+        echo(
+            f"{cap.name}: attempt {attempt}: mean {result.figures['mean_reward']}, success "
+            f"{result.figures['success_rate']}, informative {result.figures['informative_groups']}"
+            f" -> {'accepted' if result.accepted else result.direction}"
+        )
         if result.accepted:
             _write_sample(b, env)
             return finish("ready", "", result.figures)
@@ -410,8 +474,10 @@ async def _synthesize_one(ctx: _Context, cap: Capability, folder: Path, echo: Ca
         if moved and b.mode == "llm":
             problem = await b.materialize()
         elif not moved:
-            feedback = (f"calibration with the base policy: {json.dumps(result.figures)[:1500]}\n"
-                        f"The environment is {result.direction}: " + _direction_text(result.direction))  # fmt: skip
+            feedback = (
+                f"calibration with the base policy: {json.dumps(result.figures)[:1500]}\n"
+                f"The environment is {result.direction}: " + _direction_text(result.direction)
+            )
             if await _regenerate(b, feedback):
                 break
     if b.spec is not None:
@@ -466,12 +532,12 @@ async def _regenerate(b: _Builder, feedback: str) -> bool:
 def _leak_check(ctx: _Context, b: _Builder, env: CapabilityEnvironment) -> leakmod.LeakReport:
     assert b.spec is not None
     texts = {
-        "spec.json": b.spec.model_dump_json(),
+        SPEC_FILE: b.spec.model_dump_json(),
         "system prompt (hinted)": env.system_prompt(hinted=True),
     }
     if b.code:
         texts[GENERATOR_FILE] = b.code
-    for path in sorted((b.folder / "author").glob("attempt_*/prompt.md")):
+    for path in b.files.author_prompts():
         texts[str(path.relative_to(b.folder))] = path.read_text()
     tasks: list[Task] = []
     for split in ("train", "test"):
@@ -485,7 +551,7 @@ def _leak_check(ctx: _Context, b: _Builder, env: CapabilityEnvironment) -> leakm
 
 def _write_sample(b: _Builder, env: CapabilityEnvironment) -> None:
     """Readable extras: the system prompt (with its hint block) and a sample of tasks (author envs keep their pool)."""
-    atomic_write_text(b.folder / "system_prompt.md", env.system_prompt(hinted=True) + "\n")
+    atomic_write_text(b.files.system_prompt, env.system_prompt(hinted=True) + "\n")
     if b.mode == "llm":
         return
     lines = []
@@ -494,11 +560,11 @@ def _write_sample(b: _Builder, env: CapabilityEnvironment) -> None:
             lines.append(env.make_task(seed).model_dump_json())
         except UserError:
             continue
-    atomic_write_text(b.folder / "tasks_sample.jsonl", "\n".join(lines) + "\n")
+    atomic_write_text(b.files.tasks_sample, "\n".join(lines) + "\n")
 
 
 def _store_rollouts(folder: Path, attempt: int, result: CalibrationResult) -> None:
-    store = RunDir(folder).jsonl("calibration/trajectories.jsonl")
+    store = JsonlStore(EnvLayout(folder).calibration_trajectories)
     records = []
     for r in result.rollouts:
         r.trajectory.metadata.update({"attempt": attempt, "shaped_reward": r.reward, "success": r.success})
@@ -506,4 +572,38 @@ def _store_rollouts(folder: Path, attempt: int, result: CalibrationResult) -> No
     store.append(records)
 
 
-__all__ = ["ENVS", "STAGE", "arun_synthesize", "run_synthesize", "target_config"]
+@dataclass(frozen=True)
+class SynthesizeStage:
+    """The synthesize stage over the run's selected capabilities (or only those in `only`)."""
+
+    only: tuple[str, ...] = ()
+    name: ClassVar[str] = STAGE
+
+    def section(self, config: TraceConfig) -> SynthesizeConfig:
+        return config.synthesize
+
+    def run(self, ctx: StageContext, section: SynthesizeConfig) -> dict[str, Any]:
+        cfg, run = ctx.config, ctx.run
+        run.require("run rollout and diagnose first")
+        if section.generator == "llm" and (not section.author or section.author not in cfg.models):
+            raise UserError(f"--generator llm needs an author model ('{section.author}' is not in the config's models)")
+        if section.calibrate and section.policy not in cfg.models:
+            raise UserError(f"calibration needs the policy model '{section.policy}': pass --policy or --no-calibrate")
+        names = [section.policy] if section.calibrate else []
+        if section.generator != "target" and section.author:
+            names.append(section.author)
+        clients = build_clients(cfg, [n for n in names if n in cfg.models])
+        try:
+            only = list(self.only) or None
+            report = run_synthesize(run, cfg, clients, syn=section, only=only, echo=ctx.echo, command=ctx.command)
+        finally:
+            asyncio.run(clients.aclose())
+        ready = sum(r["status"] == "ready" for r in report["capabilities"].values())
+        ctx.echo(f"synthesize: {ready}/{len(report['capabilities'])} environments ready ({run.envs_dir})")
+        return report
+
+
+SYNTHESIZE = SynthesizeStage()
+
+
+__all__ = ["STAGE", "SYNTHESIZE", "SynthesizeStage", "arun_synthesize", "run_synthesize", "target_config"]

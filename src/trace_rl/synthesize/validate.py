@@ -13,8 +13,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from trace_rl.engine.episode import GREETING
 from trace_rl.envs.base import ToolkitEnvironment
-from trace_rl.engine.conversation import GREETING
 from trace_rl.envs.synthetic.environment import CapabilityEnvironment
 from trace_rl.envs.toolkit import ToolType
 from trace_rl.synthesize.design import primary_check

@@ -1,8 +1,6 @@
 """Stage 3 of TRACE: one LoRA adapter per capability environment, trained with multi-turn GRPO.
 
-Modules: `config` (TrainConfig), `protocol` (TrainEnv, TrainerBackend, AdapterResult), `envs` (environment adapters),
-`sampler` (token-level generation seam), `episode` (token-in/token-out episode loop), `grouping` (group by seed,
-outcome filtering, re-sampling, hints), `rollout` (TRL rollout_func), `trl_backend` (GRPOTrainer + PEFT), `metrics`,
-`evaluate_adapter` (before/after on held-out seeds), `stage` (run directory), `command` (`trace-rl train`).
-Heavy dependencies (torch, transformers, TRL) are imported only by the modules that need them.
+Modules: `stage` (over a run directory: which environments train, skip and resume, the `--mix` baseline) and `command`
+(`trace-rl train`). The training itself is the library layer `trace_rl.training` (environments, backends, the
+launcher); the token-level episode loop is `trace_rl.engine`.
 """

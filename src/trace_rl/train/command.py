@@ -1,32 +1,31 @@
-"""`trace-rl train`: the typer command function (registered in cli.py) and `python -m trace_rl.train` for accelerate.
+"""`trace-rl train`: the typer command (registered in cli.py) and `python -m trace_rl.train` for accelerate.
 
     trace-rl train --run runs/demo [--capability NAME] --backend trl
     trace-rl train --run runs/demo --env library:lookup_answer --model smollm2-135m --steps 12 ...
     accelerate launch --num_processes 2 -m trace_rl.train --run runs/demo ...
 
-Settings come from `TrainConfig` defaults, then the `stages.train` section of `--config`, then `--set key=value`
-(any TrainConfig field, YAML-typed), then the dedicated flags.
+Settings come from `TrainConfig` defaults, then the `train` section of `--config`, then `--set key=value` (any
+TrainConfig field, YAML-typed), then the dedicated flags; the train stage (`train/stage.py`) runs with them.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 import yaml
-from pydantic import ValidationError
 
-from trace_rl.config import ExecutorConfig, executor_with, format_validation_error, load_config
+from trace_rl.artifacts.store import RunDir
+from trace_rl.config import TraceConfig, executor_with, load_config, section_with
 from trace_rl.errors import UserError
-from trace_rl.config.train import TrainConfig
+from trace_rl.stage import StageContext, StageFailed, command_line, run_stage
 
 
 def quiet_defaults() -> None:
     """Environment defaults for training on shared CPUs, set before torch is imported (explicit values win):
-    passive OpenMP waiting (spin-waiting made torch 3-5x slower under contention, offline-models.md §6), offline hub,
+    passive OpenMP waiting (spin-waiting made torch 3-5x slower under contention, docs/cpu-notes.md §2), offline hub,
     no TRL experimental-API banner."""
     for key, value in (
         ("OMP_WAIT_POLICY", "PASSIVE"),
@@ -38,28 +37,29 @@ def quiet_defaults() -> None:
         os.environ.setdefault(key, value)
 
 
-def build_config(config: Path | None, sets: list[str] | None, flags: dict[str, Any]) -> TrainConfig:
-    """TrainConfig from YAML (`stages.train`), `--set key=value` overrides and explicit flags (last wins)."""
-    data: dict[str, Any] = {}
-    if config is not None:
-        data.update(load_config(config).stages.get("train", {}))
+def build_config(config: Path | None, sets: list[str] | None, flags: dict[str, Any]) -> TraceConfig:
+    """The config (`--config`, else the defaults) with `--set key=value` (YAML-typed) and then the flags (None: not
+    given) applied to its `train` section; one line per problem, naming `train.<field>`."""
+    cfg = load_config(config)
+    changes: dict[str, Any] = {}
     for item in sets or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UserError(f"--set {item!r}: expected key=value")
-        data[key.strip()] = yaml.safe_load(value)
-    data.update({k: v for k, v in flags.items() if v is not None})
-    try:
-        return TrainConfig.model_validate(data)
-    except ValidationError as err:
-        raise UserError(format_validation_error(err, "train config")) from None
+        changes[key.strip()] = yaml.safe_load(value)
+    changes.update({k: v for k, v in flags.items() if v is not None})
+    cfg.train = section_with(cfg.train, changes, "train", "trace-rl train")
+    return cfg
 
 
 def train_command(
+    ctx: typer.Context,
     run: Annotated[Path, typer.Option("--run", help="Run directory, e.g. runs/demo.")],
     capability: Annotated[str | None, typer.Option("--capability", help="Train only this capability.")] = None,
     backend: Annotated[str, typer.Option("--backend", help="Training engine (trl).")] = "trl",
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config (section stages.train).")] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="YAML config (section train, executor).")
+    ] = None,
     env: Annotated[
         str | None, typer.Option("--env", help="library:<family>[,...]: train on these instead of the run's envs.")
     ] = None,
@@ -87,7 +87,7 @@ def train_command(
 ) -> None:
     """Train one LoRA adapter per capability with multi-turn GRPO (stage 3)."""
     quiet_defaults()
-    from trace_rl.train.stage import run_train
+    from trace_rl.train.stage import TrainStage
 
     flags: dict[str, Any] = {
         "backend": backend,
@@ -103,31 +103,12 @@ def train_command(
         "eval_trials": eval_trials,
         "bf16": bf16,
         "device": device,
+        "held_out_seeds": list(range(1_000_000, 1_000_000 + held_out)) if held_out is not None else None,
     }
     cfg = build_config(config, sets, flags)
-    if held_out is not None:
-        cfg = cfg.model_copy(update={"held_out_seeds": list(range(1_000_000, 1_000_000 + held_out))})
-    base = load_config(config).executor if config is not None else ExecutorConfig()
-    ex = executor_with(base, executor, ray_address)
-    results = run_train(run, cfg, capability=capability, env_spec=env, mix=mix, command=" ".join(sys.argv), executor=ex)
-    if not results:
-        typer.echo("nothing to train: no capability environment passed calibration (see envs/*/status.json)")
-    for r in results:
-        if r.skipped:
-            typer.echo(f"{r.capability}: already trained ({r.adapter_dir})")
-            continue
-        line = f"{r.capability}: {r.steps} steps -> {r.adapter_dir}"
-        if r.eval_before and r.eval_after:
-            line += (
-                f" | held-out reward {r.eval_before['mean_reward']:.3f} -> {r.eval_after['mean_reward']:.3f},"
-                f" success {r.eval_before['success_rate']:.3f} -> {r.eval_after['success_rate']:.3f}"
-            )
-            if "gold_call_logprob" in r.eval_before and "gold_call_logprob" in r.eval_after:
-                line += (
-                    f", log p(gold call) {r.eval_before['gold_call_logprob']:.1f}"
-                    f" -> {r.eval_after['gold_call_logprob']:.1f}"
-                )
-        typer.echo(line)
+    cfg.executor = executor_with(cfg.executor, executor, ray_address)
+    stage = TrainStage(capability=capability, env_spec=env, mix=mix)
+    run_stage(stage, StageContext(cfg, RunDir(run), command=command_line(ctx), echo=typer.echo))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,4 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         typer.echo(f"error: {exc}", err=True)
         return 2
+    except StageFailed as exc:
+        typer.echo(exc.message, err=True)
+        return exc.exit_code
     return 0
+
+
+__all__ = ["build_config", "main", "quiet_defaults", "train_command"]

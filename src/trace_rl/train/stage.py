@@ -19,54 +19,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
-from trace_rl.config import ExecutorConfig
+from trace_rl.artifacts.adapters import is_done
+from trace_rl.artifacts.layout import ENVS_DIR, STATUS_FILE
+from trace_rl.artifacts.store import RunDir
+from trace_rl.config import ExecutorConfig, TraceConfig
+from trace_rl.config.train import TrainConfig
 from trace_rl.errors import UserError
 from trace_rl.executor import make_executor
+from trace_rl.stage import StageContext
+from trace_rl.training.backends import make_backend
+from trace_rl.training.envs import MixTrainEnv
 from trace_rl.training.launcher import SUBJOB_ENV, train_job
-from trace_rl.artifacts.store import RunDir
-from trace_rl.config.train import TrainConfig
-from trace_rl.training.envs import MixTrainEnv, env_from_spec, load_synthesized_env, run_envs
 from trace_rl.training.protocol import AdapterResult, TrainEnv, TrainerBackend
-from trace_rl.training.trl_backend import TRLBackend, is_done
+from trace_rl.training.selection import MIX_NAME, select_envs
 
-MIX_NAME = "multi"
-
-
-def make_backend(name: str) -> TrainerBackend:
-    if name == "trl":
-        return TRLBackend()
-    raise UserError(f"unknown training backend '{name}' (trl)")
-
-
-def select_envs(
-    run: RunDir,
-    *,
-    envs: Mapping[str, TrainEnv] | None = None,
-    env_spec: str | None = None,
-    capability: str | None = None,
-) -> tuple[dict[str, TrainEnv], list[tuple[str, str]]]:
-    """The environments to train (name → env) and the run's environments skipped with their status."""
-    skipped: list[tuple[str, str]] = []
-    if envs is not None:
-        chosen = dict(envs)
-    elif env_spec is not None:
-        built = [env_from_spec(one.strip()) for one in env_spec.split(",") if one.strip()]
-        chosen = {env.name: env for env in built}
-    else:
-        ready, not_ready = run_envs(run.root)
-        skipped = [(folder.name, status) for folder, status in not_ready]
-        names = [f.name for f in ready]
-        if capability is not None and capability not in names:
-            known = ", ".join(names) or "none passed calibration"
-            raise UserError(f"capability '{capability}' has no calibrated environment in {run.root}/envs ({known})")
-        chosen = {f.name: load_synthesized_env(f) for f in ready if capability in (None, f.name)}
-    if capability is not None:
-        if capability not in chosen:
-            raise UserError(f"unknown capability '{capability}' (available: {', '.join(chosen) or 'none'})")
-        chosen = {capability: chosen[capability]}
-    return chosen, skipped
+STAGE = "train"
 
 
 def run_train(
@@ -94,7 +65,7 @@ def run_train(
             raise UserError(f"{run.root}: no capability environments (run `trace-rl synthesize --run {run.root}`)")
         # every environment needs attention: nothing to train is a result of the run, recorded, not a crash
         if main:
-            with run.stage("train", config=cfg.model_dump(mode="json")) as record:
+            with run.stage(STAGE, config=cfg.model_dump(mode="json"), command=command) as record:
                 record.summary = {"trained": [], "skipped_not_ready": [f"{n} ({s})" for n, s in skipped]}
         return []
     if mix:
@@ -105,11 +76,24 @@ def run_train(
     executor = (executor or ExecutorConfig()).for_stage("train")
 
     def train_all() -> dict[str, object]:
-        done = {n: AdapterResult(capability=n, adapter_dir=run.root / "adapters" / n, skipped=True)
-                for n in chosen if is_done(run.root / "adapters" / n)}  # fmt: skip
-        jobs = [train_job(executor, name=n, backend=backend, env=e, cfg=cfg, run_root=run.root,
-                          from_run=envs is None and env_spec is None and not mix)
-                for n, e in chosen.items() if n not in done]  # fmt: skip
+        done = {
+            n: AdapterResult(capability=n, adapter_dir=run.adapter(n).folder, skipped=True)
+            for n in chosen
+            if is_done(run.adapter(n))
+        }
+        jobs = [
+            train_job(
+                executor,
+                name=n,
+                backend=backend,
+                env=e,
+                cfg=cfg,
+                run_root=run.root,
+                from_run=envs is None and env_spec is None and not mix,
+            )
+            for n, e in chosen.items()
+            if n not in done
+        ]
         ex = make_executor(executor)
         try:
             trained = dict(zip([n for n in chosen if n not in done], ex.run_jobs(jobs), strict=True))
@@ -128,7 +112,7 @@ def run_train(
         }
 
     if main:
-        with run.stage("train", config=cfg.model_dump(mode="json")) as record:
+        with run.stage(STAGE, config=cfg.model_dump(mode="json"), command=command) as record:
             record.summary = train_all()
     else:
         train_all()
@@ -139,3 +123,47 @@ def _head(summary: dict | None) -> dict | None:
     if not summary:
         return None
     return {"mean_reward": summary.get("mean_reward"), "success_rate": summary.get("success_rate")}
+
+
+def result_line(r: AdapterResult) -> str:
+    """One line per adapter: steps, folder, and the held-out before/after figures when evaluated."""
+    if r.skipped:
+        return f"{r.capability}: already trained ({r.adapter_dir})"
+    line = f"{r.capability}: {r.steps} steps -> {r.adapter_dir}"
+    if r.eval_before and r.eval_after:
+        line += (
+            f" | held-out reward {r.eval_before['mean_reward']:.3f} -> {r.eval_after['mean_reward']:.3f},"
+            f" success {r.eval_before['success_rate']:.3f} -> {r.eval_after['success_rate']:.3f}"
+        )
+        if "gold_call_logprob" in r.eval_before and "gold_call_logprob" in r.eval_after:
+            line += (
+                f", log p(gold call) {r.eval_before['gold_call_logprob']:.1f}"
+                f" -> {r.eval_after['gold_call_logprob']:.1f}"
+            )
+    return line
+
+
+@dataclass(frozen=True)
+class TrainStage:
+    """The train stage: the run's calibrated environments (or `capability` alone), or the environments `env_spec`
+    names (`library:<family>[,...]`); `mix` trains one adapter on their mix (the multi-capability baseline)."""
+
+    capability: str | None = None
+    env_spec: str | None = None
+    mix: bool = False
+    name: ClassVar[str] = STAGE
+
+    def section(self, config: TraceConfig) -> TrainConfig:
+        return config.train
+
+    def run(self, ctx: StageContext, section: TrainConfig) -> list[AdapterResult]:
+        only = {"capability": self.capability, "env_spec": self.env_spec, "mix": self.mix}
+        results = run_train(ctx.run, section, **only, command=ctx.command, executor=ctx.executor)
+        if not results:
+            ctx.echo(f"nothing to train: no capability environment passed calibration (see {ENVS_DIR}/*/{STATUS_FILE})")
+        for r in results:
+            ctx.echo(result_line(r))
+        return results
+
+
+TRAIN = TrainStage()

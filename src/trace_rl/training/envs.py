@@ -1,6 +1,6 @@
 """`TrainEnv` implementations: any `Domain` plus a seeded task generator, a library family as a stand-in capability,
-a uniform mix of several environments (the multi-capability baseline), and the run directory's synthesized
-environments (`runs/<name>/envs/<capability>/`, issue 7).
+and a uniform mix of several environments (the multi-capability baseline). Which of a run's environments train is
+`selection.py`.
 
 Scoring: the domain's τ²-style evaluator gives the reward; success is `reward == 1` (`envs.evaluator.is_success`). A
 synthesized environment may add a shaped reward; the success label then stays the evaluator's binary outcome.
@@ -8,15 +8,18 @@ synthesized environment may add a shaped reward; the success label then stays th
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trace_rl.config import EnvConfig
+from trace_rl.engine.prompt import agent_examples, agent_tools
 from trace_rl.envs.evaluator import is_success
+from trace_rl.envs.library import FAMILIES, fresh_train_seeds, make_task
+from trace_rl.envs.library.splits import SplitOptions, split_seeds
+from trace_rl.envs.registry import load_domain
 from trace_rl.errors import UserError
-from trace_rl.training.protocol import EpisodeScore, TrainEnv
-from trace_rl.types import Message, Task, TerminationReason
+from trace_rl.training.protocol import TrainEnv
+from trace_rl.types import EpisodeScore, Message, Task, TerminationReason
 
 if TYPE_CHECKING:
     from trace_rl.envs.base import Domain, Environment
@@ -140,15 +143,8 @@ def library_family_env(family: str, *, name: str | None = None, n_train: int = 4
     Hinted episodes (`hint_fraction > 0`) start with the opening of the first gold tool call (off by default: with
     the library prompt's worked examples SmolLM2-135M makes the first call on its own).
     """
-    try:
-        from trace_rl.envs.library import FAMILIES, fresh_train_seeds, make_task
-        from trace_rl.envs.library.splits import SplitOptions, split_seeds
-    except ImportError:
-        raise UserError("the library domain is not available in this build") from None
     if family not in FAMILIES:
         raise UserError(f"unknown library task family '{family}' (known: {', '.join(FAMILIES)})")
-    from trace_rl.envs.registry import load_domain
-
     domain = load_domain("library")
     test = [s for f, s in split_seeds("test", SplitOptions(n_test=20 * len(FAMILIES))) if f == family]
     env = DomainTrainEnv(
@@ -163,6 +159,18 @@ def library_family_env(family: str, *, name: str | None = None, n_train: int = 4
     )
     env.resample_seed_start = fresh_train_seeds(1, start=n_train)[0]
     return env
+
+
+def task_list_env(name: str, domain: Domain, tasks: list[Task]) -> DomainTrainEnv:
+    """A `TrainEnv` over a fixed list of tasks (e.g. a target's train split): seed s plays task s mod n."""
+    return DomainTrainEnv(name, domain, lambda seed: tasks[seed % len(tasks)], train_seeds=list(range(len(tasks))))
+
+
+def domain_split_env(name: str, env: EnvConfig, split: str) -> DomainTrainEnv:
+    """`task_list_env` over the tasks of a configured environment's split, built from its config alone (a recipe a
+    spawned training process can run)."""
+    domain = load_domain(env.name, env)
+    return task_list_env(name, domain, domain.tasks(split))
 
 
 class MixTrainEnv:
@@ -208,66 +216,3 @@ class MixTrainEnv:
         self, env: Environment, task: Task, messages: list[Message], termination: TerminationReason
     ) -> EpisodeScore:
         return await self._of(task).score(env, task, messages, termination)
-
-
-def agent_tools(train_env: TrainEnv, env: Environment) -> list[dict[str, Any]] | None:
-    """The tool schemas to render for the agent (`agent_tools` is optional on a TrainEnv)."""
-    fn = getattr(train_env, "agent_tools", None)
-    return fn(env) if fn is not None else env.tool_schemas()
-
-
-def agent_examples(train_env: TrainEnv, task: Task) -> list[Message]:
-    """The worked-example turns placed between the system prompt and the conversation (`example_messages` is
-    optional on a TrainEnv): training must see the prompt the agent is deployed with."""
-    fn = getattr(train_env, "example_messages", None)
-    return list(fn(task)) if fn is not None else []
-
-
-# -- environments of a run directory --------------------------------------------------------------------------------
-
-
-def env_status(folder: Path) -> str | None:
-    """`ready` (passed calibration), `needs_attention`, or None (not finished) from `<folder>/status.json`."""
-    try:
-        from trace_rl.envs.synthetic.spec import EnvStatus
-    except ImportError:
-        return None
-    status = EnvStatus.load(folder)
-    return status.status if status is not None else None
-
-
-def load_synthesized_env(folder: Path) -> TrainEnv:
-    """The capability environment synthesized in `folder` (issue 7's loader, found by name)."""
-    try:
-        module = importlib.import_module("trace_rl.envs.synthetic")
-    except ImportError:
-        raise UserError("synthesized environments are not available in this build") from None
-    for attr in ("load_train_env", "load_capability_env"):
-        loader = getattr(module, attr, None)
-        if loader is not None:
-            return loader(Path(folder))
-    raise UserError(f"{folder}: trace_rl.envs.synthetic has no load_train_env(folder)")
-
-
-def run_envs(run_root: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
-    """Environment folders of a run that passed calibration, and the others with their status (skipped)."""
-    root = Path(run_root) / "envs"
-    ready: list[Path] = []
-    skipped: list[tuple[Path, str]] = []
-    if not root.is_dir():
-        return ready, skipped
-    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        status = env_status(folder)
-        if status == "ready":
-            ready.append(folder)
-        else:
-            skipped.append((folder, status or "unfinished"))
-    return ready, skipped
-
-
-def env_from_spec(spec: str) -> TrainEnv:
-    """`library:<family>` on the command line (a stand-in capability environment)."""
-    prefix, _, rest = spec.partition(":")
-    if prefix == "library" and rest:
-        return library_family_env(rest)
-    raise UserError(f"unknown training environment '{spec}': use library:<family> or a run's envs/<capability>/")

@@ -17,8 +17,8 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from trace_rl.engine.tokens import EpisodeRequest, EpisodeResult, EpisodeRunner
 from trace_rl.engine.sampler import HFSampler
+from trace_rl.engine.token_driver import EpisodeRequest, EpisodeResult, EpisodeRunner
 
 
 def summarize(results: list[EpisodeResult], *, label: str, temperature: float) -> dict[str, Any]:
@@ -105,8 +105,9 @@ def gold_call_logprobs(runner: EpisodeRunner, model: Any, seeds: list[int]) -> l
     """
     import torch
 
-    from trace_rl.training.envs import agent_tools
-    from trace_rl.engine.tokens import EpisodeLimits, initial_messages
+    from trace_rl.engine.episode import EpisodeLimits
+    from trace_rl.engine.prompt import agent_tools
+    from trace_rl.engine.token_driver import initial_messages
 
     codec, env = runner.codec, runner.train_env
     stop = runner.codec.tokenizer.eos_token or ""
@@ -159,11 +160,19 @@ def plot_before_after(before: dict[str, Any], after: dict[str, Any], path: Path,
     for offset, summary, color in ((-width / 2, before, "#9aa5b1"), (width / 2, after, "#2f6fdf")):
         values = [summary["mean_reward"], summary["success_rate"]]
         errors = [summary["reward_stderr"], summary["success_stderr"]]
-        bars = ax1.bar([x + offset for x in xs], values, width, yerr=errors, capsize=3, color=color,
-                       label=summary["label"])  # fmt: skip
+        bars = ax1.bar(
+            [x + offset for x in xs], values, width, yerr=errors, capsize=3, color=color, label=summary["label"]
+        )
         for bar, value in zip(bars, values, strict=True):
-            ax1.annotate(f"{value:.2f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
-                         va="bottom", fontsize=8, xytext=(0, 2), textcoords="offset points")  # fmt: skip
+            ax1.annotate(
+                f"{value:.2f}",
+                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+                xytext=(0, 2),
+                textcoords="offset points",
+            )
     ax1.set_xticks(list(xs), labels)
     ax1.set_ylim(0, 1.05)
     ax1.set_title(f"held-out seeds (n={after['seeds']}, T={after['temperature']})", fontsize=9)

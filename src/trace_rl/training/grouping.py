@@ -17,7 +17,7 @@
   `round(hint_fraction * K)` entries of each group are rolled out with the hinted system prompt; the prompt ids
   returned to the trainer are rendered with the base prompt, so the update is computed as if the policy had acted
   without the hint (off-policy by construction; logged). Environments with a `hint_prefix(task)` also force the
-  opening tokens of hinted episodes' first turn (episode.py).
+  opening tokens of hinted episodes' first turn (`engine/token_driver.py`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trace_rl.engine.tokens import EpisodeRequest, EpisodeResult
+from trace_rl.engine.token_driver import EpisodeRequest, EpisodeResult
 
 
 def prompt_key(prompt: Any) -> str:

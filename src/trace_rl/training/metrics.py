@@ -14,14 +14,14 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from trace_rl.artifacts.store import JsonlStore
+from trace_rl.artifacts.adapters import metrics_store, read_metrics
 
 
 class MetricsCallback(TrainerCallback):
     """Appends a JSON line per `on_log` to `path` (keyed by step, so a resumed run's repeats replace earlier ones)."""
 
     def __init__(self, path: Path, rollout: Any | None = None, *, capability: str = "") -> None:
-        self.store = JsonlStore(path, key=lambda r: str(r["step"]))
+        self.store = metrics_store(path)
         self.rollout = rollout
         self.capability = capability
         self._step_started: float | None = None
@@ -52,13 +52,6 @@ class MetricsCallback(TrainerCallback):
         self.store.append([record])
 
 
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """The metric lines of a run, latest per step, in step order (the final summary line excluded)."""
-    latest = JsonlStore(path, key=lambda r: str(r["step"])).latest()
-    rows = [r for r in latest.values() if isinstance(r.get("step"), int)]
-    return sorted(rows, key=lambda r: r["step"])
-
-
 def plot_training(path: Path, out: Path, *, title: str = "") -> Path | None:
     """Per-step curves from metrics.jsonl: environment reward and success, dropped/hinted fractions, step time."""
     rows = read_metrics(path)
@@ -71,8 +64,12 @@ def plot_training(path: Path, out: Path, *, title: str = "") -> Path | None:
 
     steps = [r["step"] for r in rows]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
-    for key, label in (("env/reward_mean", "reward (all rollouts)"), ("env/success_rate", "success rate"),
-                       ("groups/frac_dropped", "dropped groups"), ("env/hinted_fraction", "hinted share")):  # fmt: skip
+    for key, label in (
+        ("env/reward_mean", "reward (all rollouts)"),
+        ("env/success_rate", "success rate"),
+        ("groups/frac_dropped", "dropped groups"),
+        ("env/hinted_fraction", "hinted share"),
+    ):
         if any(key in r for r in rows):
             ax1.plot(steps, [r.get(key, float("nan")) for r in rows], marker="o", ms=3, label=label)
     ax1.set_xlabel("GRPO step")

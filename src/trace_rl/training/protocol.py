@@ -21,25 +21,16 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from trace_rl.types import Message, Task, TerminationReason
+from trace_rl.engine.token_driver import EpisodeSource
 
 if TYPE_CHECKING:
-    from trace_rl.envs.base import Environment
-    from trace_rl.envs.users import UserSimulator
     from trace_rl.config.train import TrainConfig
 
 
-class EpisodeScore(BaseModel):
-    """How a finished training episode scored: the shaped reward used for advantages and the binary outcome."""
-
-    shaped: float = Field(description="Reward R_E(x, τ) fed to GRPO (may be shaped / partial credit).")
-    success: bool = Field(description="Success label y_E(x, τ); groups are filtered on it.")
-    breakdown: dict[str, float] = Field(default_factory=dict)
-
-
 @runtime_checkable
-class TrainEnv(Protocol):
-    """A capability environment to train on.
+class TrainEnv(EpisodeSource, Protocol):
+    """A capability environment to train on: what the token driver runs episodes of (`EpisodeSource`: tasks by seed,
+    environments, system prompts, users, scoring), plus a name and whether it has a hint.
 
     Optional: `example_messages(task)` (worked-example turns after the system prompt) and `agent_tools(env)` (the
     schemas to render; None when the prompt lists the tools), so training sees the prompt the agent is deployed with.
@@ -47,30 +38,8 @@ class TrainEnv(Protocol):
 
     name: str
 
-    def make_task(self, seed: int) -> Task:
-        """The task of a seed; the same seed always gives the same task and initial state."""
-        ...
-
-    def make_env(self, task: Task) -> Environment:
-        """A fresh environment for one episode of `task` (reset is called by the episode loop)."""
-        ...
-
-    def system_prompt(self, task: Task, *, hinted: bool = False) -> str:
-        """The agent's system prompt; with `hinted`, the hinted variant (the base prompt when there is none)."""
-        ...
-
     def has_hint(self) -> bool:
         """Whether `system_prompt(hinted=True)` differs from the base prompt."""
-        ...
-
-    def scripted_user(self, task: Task) -> UserSimulator:
-        """A fresh user simulator for one episode of `task`."""
-        ...
-
-    async def score(
-        self, env: Environment, task: Task, messages: list[Message], termination: TerminationReason
-    ) -> EpisodeScore:
-        """Score a finished episode on its live environment."""
         ...
 
 

@@ -18,12 +18,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from trace_rl.errors import UserError
 from trace_rl.artifacts.store import JsonlStore
-from trace_rl.engine.tokens import EpisodeLimits, EpisodeResult, EpisodeRunner, initial_messages
+from trace_rl.engine.episode import EpisodeLimits
+from trace_rl.engine.sampler import TurnSampler
+from trace_rl.engine.token_driver import EpisodeResult, EpisodeRunner, initial_messages
+from trace_rl.errors import UserError
 from trace_rl.training.grouping import Group, GroupPlan, SeedTable, collect_groups, split_groups
 from trace_rl.training.protocol import TrainEnv
-from trace_rl.engine.sampler import TurnSampler
 from trace_rl.types import Message
 
 log = logging.getLogger(__name__)

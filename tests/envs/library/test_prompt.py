@@ -7,6 +7,7 @@ import inspect
 import itertools
 import json
 
+from trace_rl.engine.text_driver import domain_agent
 from trace_rl.envs.library import PROMPT_VERSION, LibraryDomain, system_prompt
 from trace_rl.envs.library.prompt import WORKED_EXAMPLES, example_messages, policy_text, prompt_sha, worked_example_text
 from trace_rl.envs.library.tools import LibraryTools
@@ -74,9 +75,9 @@ class Recorder:
         return None
 
 
-def test_make_agent_sends_system_prompt_then_example_then_conversation(domain: LibraryDomain):
+def test_domain_agent_sends_system_prompt_then_example_then_conversation(domain: LibraryDomain):
     client = Recorder()
-    agent = domain.make_agent(client)
+    agent = domain_agent(domain, client)
     history = [Message(role="assistant", content="Hi!"), Message(role="user", content="Who wrote X?")]
     asyncio.run(agent.act(history))
     messages, tools = client.seen[0]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from trace_rl.engine.text_driver import Agent, EpisodeSpec, run_episode
 from trace_rl.envs.library import LibraryDomain, LibraryEnvironment, make_task
 from trace_rl.envs.library.oracle import OracleClient
-from trace_rl.engine.conversation import Agent, EpisodeSpec, run_episode
 from trace_rl.models.base import ModelResponse
 from trace_rl.types import Message, Task, TerminationReason, ToolCall
 

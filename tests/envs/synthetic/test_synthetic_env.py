@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from trace_rl.artifacts.environments import SplitSpec, read_env_spec, write_env_spec
+from trace_rl.artifacts.layout import EnvLayout
 from trace_rl.config import EnvConfig
-from trace_rl.engine.conversation import Agent, EpisodeSpec, run_episode
-from trace_rl.envs.registry import load_domain
-from trace_rl.envs.synthetic import CapabilityEnvironment, EnvSpec, is_hinted, load_capability_env, strip_hint
-from trace_rl.envs.synthetic.leak_guard import LeakIndex
-from trace_rl.envs.synthetic.spec import SplitSpec
-from trace_rl.models.scripted import ScriptedClient
 from trace_rl.config.synthesize import SynthesizeConfig
+from trace_rl.engine.text_driver import Agent, EpisodeSpec, run_episode
+from trace_rl.envs.registry import load_domain
+from trace_rl.envs.synthetic import CapabilityEnvironment, is_hinted, load_capability_env, strip_hint
+from trace_rl.envs.synthetic.leak_guard import LeakIndex
+from trace_rl.models.scripted import ScriptedClient
 from trace_rl.synthesize.design import HINTS, primary_check
 from trace_rl.synthesize.evidence import Evidence
 from trace_rl.synthesize.from_target import target_spec
@@ -43,13 +44,13 @@ def build(tmp: Path, library, kind: str) -> CapabilityEnvironment:
     spec, why = target_spec(evidence, kind, cfg, domain, SynthesizeConfig(train_seeds=12, test_seeds=6))
     assert spec is not None, why
     folder = tmp / kind
-    spec.save(folder)
+    write_env_spec(EnvLayout(folder), spec)
     return load_capability_env(folder, target=domain)
 
 
 def test_spec_round_trip_and_disjoint_splits(tmp_path, library):
     env = build(tmp_path, library, "tool_calling_precision")
-    again = EnvSpec.load(env.folder)
+    again = read_env_spec(EnvLayout(env.folder))
     assert again == env.spec and again.generator.kind == "library_variants"
     assert again.generator.params["families"] == {"authenticated_write": 2}
     with pytest.raises(ValueError, match="overlap"):
@@ -101,10 +102,13 @@ def _episode(env: CapabilityEnvironment, task: Task, client: ScriptedClient) -> 
     agent = Agent(client, env.system_prompt(), target_env.tool_schemas())
     traj = asyncio.run(
         run_episode(
-            env=target_env, task=task, agent=agent, user=env.scripted_user(task),
+            env=target_env,
+            task=task,
+            agent=agent,
+            user=env.scripted_user(task),
             spec=EpisodeSpec(env=f"synthetic:{env.name}", split="train"),
         )
-    )  # fmt: skip
+    )
     return env.reward(task, traj)
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from trace_rl.artifacts.environments import write_env_spec
+from trace_rl.artifacts.layout import EnvLayout
 from trace_rl.config import EnvConfig
+from trace_rl.config.synthesize import SynthesizeConfig
 from trace_rl.envs.registry import load_domain
 from trace_rl.envs.synthetic import load_capability_env
 from trace_rl.envs.synthetic.tau2_variants import supported_shape
 from trace_rl.errors import UserError
-from trace_rl.config.synthesize import SynthesizeConfig
 from trace_rl.synthesize.evidence import Evidence
 from trace_rl.synthesize.from_target import target_spec
 from trace_rl.synthesize.leak import build_index, check
@@ -43,7 +45,7 @@ def test_variants_validate_and_avoid_test_users(tmp_path, retail, kind, knob):
     spec, why = target_spec(Evidence(cap, tasks=domain.tasks("train")[:25]), kind, cfg, domain, SynthesizeConfig())
     assert spec is not None, why
     spec.generator.difficulty = knob
-    spec.save(tmp_path)
+    write_env_spec(EnvLayout(tmp_path), spec)
     index.save(tmp_path)
     env = load_capability_env(tmp_path, target=domain)
     report = validate(env, list(range(6)))

@@ -12,7 +12,7 @@ import pytest
 from trace_rl.config import EnvConfig
 from trace_rl.envs.base import ToolkitEnvironment
 from trace_rl.envs.tau2 import Tau2Domain, load_domain
-from trace_rl.envs.tau2.scripted import call, gold_messages, run_scripted, say
+from trace_rl.testing.playback import call, gold_messages, run_scripted, say
 from trace_rl.types import Action, Message, Task, ToolCall, Trajectory
 
 REPO = Path(__file__).resolve().parents[3]

@@ -1,4 +1,4 @@
-"""tau2-airline-spec.md §5: conformance vectors V1–V10 and the further variants, through scripted episodes."""
+"""Airline conformance vectors V1–V10 and further variants, through scripted episodes (docs/tau2-fidelity.md §8)."""
 
 from __future__ import annotations
 

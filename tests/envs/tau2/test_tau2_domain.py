@@ -12,9 +12,9 @@ from trace_rl.envs.base import Domain
 from trace_rl.envs.registry import load_domain
 from trace_rl.envs.tau2 import QUIRKS, data
 from trace_rl.envs.tau2.mock import MockTools, MockUserTools
-from trace_rl.envs.tau2.scripted import gold_messages
 from trace_rl.envs.users import ScriptedUser
 from trace_rl.errors import UserError
+from trace_rl.testing.playback import gold_messages
 
 from .tau2_helpers import DATA, domain, needs_data, run, task
 
@@ -64,7 +64,7 @@ def test_synthetic_mock_dir_works(tmp_path: Path) -> None:
     dom = mock_domain(write_mock(tmp_path))
     assert isinstance(dom, Domain) and dom.name == "tau2:mock"
     (t,) = dom.tasks("base")
-    from trace_rl.envs.tau2.scripted import run_scripted
+    from trace_rl.testing.playback import run_scripted
 
     assert run_scripted(dom.make_env(), t, gold_messages(t)).reward == 1.0
     assert dom.guidelines() == "with tools"

@@ -24,9 +24,9 @@ def test_gold_replay_matches_every_task(name: str, task_set: str) -> None:
     result = check_domain(domain(name, task_set), ["base"])
     n = EXPECTED[(name, task_set)]
     assert result.line == f"gold-replay: {n}/{n} db-match", result.mismatched
-    if name == "airline":  # tau2-airline-spec.md §5: no gold-action errors on either task set
+    if name == "airline":  # docs/tau2-fidelity.md §8: no gold-action errors on either task set
         assert result.gold_errors == {}
-    if name == "retail":  # some gold actions fail on purpose (tau2-domains.md §5)
+    if name == "retail":  # some gold actions fail on purpose (docs/tau2-fidelity.md §8)
         errors = [e for errs in result.gold_errors.values() for e in errs]
         assert "find_user_id_by_email: Error: User not found" in errors
         assert (
@@ -45,7 +45,7 @@ def test_airline_gold_leaves_db_unchanged_in_the_expected_number_of_tasks(task_s
     dom = domain("airline", task_set)
     pristine = dom.make_env().tools.db.get_hash()
     same = sum(gold_environment(dom.make_env(), t)[0].tools.db.get_hash() == pristine for t in dom.tasks("base"))
-    assert same == unchanged  # tau2-airline-spec.md §4
+    assert same == unchanged  # docs/tau2-fidelity.md §8
 
 
 @pytest.mark.parametrize("name", ["retail", "airline", "mock"])

@@ -1,11 +1,12 @@
-"""tau2-domains.md §5 conformance vectors of the mock domain, scored by the real evaluator after scripted episodes."""
+"""Conformance vectors of the mock domain (docs/tau2-fidelity.md §8), scored by the real evaluator after scripted
+episodes."""
 
 from __future__ import annotations
 
 import asyncio
 
-from trace_rl.engine.conversation import Agent, EpisodeSpec, run_episode
-from trace_rl.envs.tau2.scripted import PlaybackClient, gold_messages, run_scripted
+from trace_rl.engine.text_driver import Agent, EpisodeSpec, run_episode
+from trace_rl.testing.playback import PlaybackClient, gold_messages, run_scripted
 from trace_rl.types import TerminationReason
 
 from .tau2_helpers import call, domain, needs_data, run, say, task

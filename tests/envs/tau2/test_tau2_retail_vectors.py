@@ -1,4 +1,4 @@
-"""tau2-domains.md §5 retail conformance vectors, argument-order vectors and the variant-order quirk switch."""
+"""Retail conformance vectors (docs/tau2-fidelity.md §8), argument-order vectors and the variant-order quirk switch."""
 
 from __future__ import annotations
 

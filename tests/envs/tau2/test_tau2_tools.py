@@ -1,4 +1,5 @@
-"""Tool semantics, output formats, canonical DB form and the remaining quirk switches (specs §6.1–6.3, airline §1–2)."""
+"""Tool semantics, output formats, canonical DB form and the remaining quirk switches (docs/tau2-fidelity.md §3,
+§5–7)."""
 
 from __future__ import annotations
 

@@ -19,9 +19,7 @@ from trace_rl.envs.library.splits import SplitOptions, split_seeds
 from trace_rl.envs.library.tools import LibraryTools
 from trace_rl.envs.library.user import LibraryScriptedUser
 from trace_rl.envs.library.world import world
-from trace_rl.engine.conversation import Agent
 from trace_rl.errors import UserError
-from trace_rl.models.base import ModelClient, SamplingParams
 from trace_rl.types import Message, Task
 
 NAME = "library"
@@ -81,20 +79,6 @@ class LibraryDomain:
     def example_messages(self) -> list[Message]:
         """The worked example turns that go between the system prompt and the conversation."""
         return example_messages()
-
-    def make_agent(
-        self,
-        client: ModelClient,
-        *,
-        sampling: SamplingParams | None = None,
-        adapter: str | None = None,
-        tools: list[dict[str, Any]] | None = None,
-    ) -> Agent:
-        """The agent as the domain defines it: system prompt + worked example turns. `tools` defaults to none, since
-        the prompt lists them; pass `make_env().tool_schemas()` for servers that parse calls against schemas."""
-        return Agent(
-            client, system_prompt(), tools or [], sampling=sampling, adapter=adapter, examples=example_messages()
-        )
 
     def prompt_record(self) -> dict[str, str]:
         """What to record with a run: the prompt's version and hash."""

@@ -55,8 +55,10 @@ def _ablated_actions(task: Task, ablate: str | None) -> tuple[list[Action], list
         db = _start_db(task)
         book = next(a.arguments["book_id"] for a in actions if a.name == "get_book_copies")
         first = next(c.copy_id for c in db.book_copies(book) if c.status == "available")
-        out = [a if a.name != "check_out" else a.model_copy(update={"arguments": {**a.arguments, "copy_id": first}})
-               for a in actions]  # fmt: skip
+        out = [
+            a if a.name != "check_out" else a.model_copy(update={"arguments": {**a.arguments, "copy_id": first}})
+            for a in actions
+        ]
         return out, communicate
     if ablate == "skip_checks" and family == "precondition_refusal":
         return [*actions, _forbidden_write(task)], communicate

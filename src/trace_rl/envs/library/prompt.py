@@ -12,7 +12,7 @@ tool (`library-agent-v1`: 0 tool calls in 106 turns of whole episodes at tempera
 as examples, 8 of 8 were the exact gold call, with or without the policy in the prompt. The fourth example (identify
 by email, then read the record) gives the member-facing families a pattern to start from; it does not show a write,
 a confirmation or a refusal, so those stay for the agent to get from the policy.
-Pass `example_messages()` as `Agent(..., examples=...)` (or use `LibraryDomain.make_agent`).
+The agent gets them through `LibraryDomain.example_messages()` (`trace_rl.engine.prompt.domain_prompt`).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ CONFIRM_CUES = (
     "shall i", "should i", "do you want", "would you like me", "would you like to", "want me to", "can i go ahead",
     "may i", "confirm", "proceed", "is that ok", "is that okay", "is that correct", "is that right", "ok?", "okay?",
     "yes or no", "yes/no", "go ahead",
-)  # fmt: skip
+)  # fmt: skip  # word list: packed, not one per line
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
@@ -58,7 +58,7 @@ def is_confirmation(text: str) -> bool:
 ASK_CUES = (
     "?", "please provide", "please give", "please tell", "please share", "please confirm your", "i need your",
     "tell me your", "may i have", "what is your", "could you", "can you",
-)  # fmt: skip
+)  # fmt: skip  # word list: packed, not one per line
 
 
 def asks_something(text: str) -> bool:

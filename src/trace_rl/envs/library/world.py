@@ -29,22 +29,22 @@ FIRST_NAMES = (
     "Nadia", "Omar", "Petra", "Quinn", "Rosa", "Sami", "Tomas", "Uma", "Viktor", "Wren", "Yara", "Zoe", "Arjun",
     "Beatriz", "Colm", "Dalia", "Emeka", "Freya", "Gideon", "Hugo", "Ilse", "Jamal", "Kira", "Leon", "Mina", "Nils",
     "Olga",
-)  # fmt: skip
+)  # fmt: skip  # word list: packed, not one per line
 LAST_NAMES = (
     "Abbott", "Baptiste", "Castell", "Dunmore", "Eriksen", "Fenwick", "Galloway", "Hartley", "Ibarra", "Jovanovic",
     "Kowalski", "Lindqvist", "Moreau", "Nakamura", "Okonkwo", "Pereira", "Quinlan", "Rahman", "Sorensen", "Thorne",
     "Umarov", "Valdez", "Whitlock", "Yilmaz", "Zamora", "Achebe", "Brennan", "Costa", "Delacroix", "Ekwueme",
     "Faulkner", "Grieve", "Haddad", "Iwasaki", "Jensen", "Kaur", "Lozano", "Mbeki", "Novak", "Ortiz",
-)  # fmt: skip
+)  # fmt: skip  # word list: packed, not one per line
 EMAIL_DOMAINS = ("mail.com", "post.net", "inbox.org", "letterbox.io")
 TITLE_ADJECTIVES = (
     "Silent", "Copper", "Hidden", "Last", "Northern", "Paper", "Quiet", "Salt", "Winter", "Glass", "Golden", "Broken",
     "Wandering", "Distant", "Amber", "Hollow", "Iron", "Lantern", "Midnight", "Painted",
-)  # fmt: skip
+)  # fmt: skip  # word list: packed, not one per line
 TITLE_NOUNS = (
     "Orchard", "River", "Lighthouse", "Garden", "Atlas", "Harbor", "Mountain", "Bridge", "Archive", "Meadow", "Compass",
     "Forest", "Island", "Station", "Kingdom", "Window", "Road", "Tide", "Valley", "Clockmaker",
-)  # fmt: skip
+)  # fmt: skip  # word list: packed, not one per line
 TITLE_PLACES = ("Ashmoor", "Kelby", "Larkspur", "Tollan", "Vire", "Brackenfield", "Osterby", "Wyn", "Calder", "Marrow")
 TITLE_PATTERNS = ("The {adj} {noun}", "{adj} {noun}", "The {noun} of {place}", "{noun} of {place}")
 RESERVED_TITLES = frozenset({"Night Harbor"})  # used by the agent prompt's worked example

@@ -19,7 +19,7 @@ from trace_rl.envs.synthetic.environment import (
     load_capability_env,
     strip_hint,
 )
-from trace_rl.envs.synthetic.spec import EnvSpec, EnvStatus, GeneratedTask
+from trace_rl.envs.synthetic.generated import GeneratedTask
 from trace_rl.envs.synthetic.train_env import CapabilityTrainEnv, load_train_env
 from trace_rl.errors import UserError
 
@@ -46,8 +46,6 @@ __all__ = [
     "HINT_OPEN",
     "CapabilityEnvironment",
     "CapabilityTrainEnv",
-    "EnvSpec",
-    "EnvStatus",
     "GeneratedTask",
     "hint_block",
     "is_hinted",

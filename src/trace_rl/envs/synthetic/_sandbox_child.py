@@ -16,6 +16,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from trace_rl.artifacts.layout import SANDBOX_CODE_FILE, SANDBOX_JOB_FILE, SANDBOX_RESULT_FILE
+
 CODE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")
 BLOCKED_PREFIXES = (
     "socket.", "ctypes.", "subprocess.", "os.exec", "os.spawn", "os.posix_spawn", "os.fork", "os.forkpty", "pty.",
@@ -23,7 +25,7 @@ BLOCKED_PREFIXES = (
     "sys.addaudithook", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "urllib.Request",
     "http.client.", "ftplib.", "smtplib.", "poplib.", "imaplib.", "nntplib.", "telnetlib.", "webbrowser.",
     "winreg.", "_winapi.", "msvcrt.", "os.startfile", "sys.remote_exec",
-)  # fmt: skip
+)  # fmt: skip  # word list: packed, not one per line
 # event -> index of the path argument that must stay inside the temp dir (-1: always allowed)
 PATH_EVENTS = {
     "os.remove": 0, "os.rename": 0, "os.replace": 0, "os.rmdir": 0, "os.mkdir": 0, "os.link": 0, "os.symlink": 0,
@@ -31,7 +33,7 @@ PATH_EVENTS = {
     "os.mknod": 0, "shutil.copyfile": 1, "shutil.copymode": 1, "shutil.copystat": 1, "shutil.copytree": 1,
     "shutil.move": 1, "shutil.rmtree": 0, "shutil.chown": 0, "shutil.make_archive": 0, "shutil.unpack_archive": 1,
     "tempfile.mkstemp": -1, "tempfile.mkdtemp": -1,
-}  # fmt: skip
+}  # fmt: skip  # data: packed, not one key per line
 
 
 class Guard:
@@ -114,11 +116,11 @@ def _disable_network(guard: Guard) -> None:
 
 def main(tmp_arg: str) -> int:
     tmp = Path(tmp_arg)
-    out = open(tmp / "result.jsonl", "a", buffering=1)  # noqa: SIM115 - kept open across the guarded phase
+    out = open(tmp / SANDBOX_RESULT_FILE, "a", buffering=1)  # noqa: SIM115 - kept open across the guarded phase
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large write raises OSError instead of killing
     try:
-        job = json.loads((tmp / "job.json").read_text())
-        code = (tmp / "generator.py").read_text()
+        job = json.loads((tmp / SANDBOX_JOB_FILE).read_text())
+        code = (tmp / SANDBOX_CODE_FILE).read_text()
         from trace_rl.envs.synthetic.gen_api import GeneratorAPI
 
         api = GeneratorAPI(job["target"], difficulty=job.get("difficulty", 1), exclude=job.get("exclude"))
@@ -142,7 +144,7 @@ def main(tmp_arg: str) -> int:
 
     namespace: dict[str, Any] = {"__name__": "generator", "__builtins__": __builtins__}
     try:
-        exec(compile(code, "generator.py", "exec"), namespace)
+        exec(compile(code, SANDBOX_CODE_FILE, "exec"), namespace)
         generate = namespace.get("generate")
         if not callable(generate):
             raise TypeError("the code defines no function generate(seed, api)")
@@ -166,7 +168,7 @@ def main(tmp_arg: str) -> int:
 
 def _short(exc: BaseException) -> str:
     tb = traceback.extract_tb(exc.__traceback__)
-    where = next((f"line {f.lineno}" for f in reversed(tb) if f.filename == "generator.py"), "")
+    where = next((f"line {f.lineno}" for f in reversed(tb) if f.filename == SANDBOX_CODE_FILE), "")
     text = f"{type(exc).__name__}: {exc}"
     return f"{text} ({where})" if where else text
 

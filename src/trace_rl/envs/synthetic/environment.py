@@ -18,12 +18,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from trace_rl.artifacts.environments import EnvSpec, read_env_spec, read_env_status
+from trace_rl.artifacts.layout import EnvLayout
 from trace_rl.config import EnvConfig
 from trace_rl.envs.base import Domain, ToolkitEnvironment
 from trace_rl.envs.synthetic.generators import TaskGenerator, build_generator
 from trace_rl.envs.synthetic.leak_guard import LeakIndex, task_leaks
 from trace_rl.envs.synthetic.reward import RewardModel, Score
-from trace_rl.envs.synthetic.spec import EnvSpec, EnvStatus
 from trace_rl.envs.synthetic.users import TemplateUser
 from trace_rl.envs.users import UserSimulator
 from trace_rl.errors import UserError
@@ -59,7 +60,7 @@ class CapabilityEnvironment:
         self.spec = spec
         self.folder = Path(folder)
         self.name = spec.name
-        loaded = EnvStatus.load(self.folder) if status is None else None
+        loaded = read_env_status(EnvLayout(self.folder)) if status is None else None
         self.status: str = status or (loaded.status if loaded else "needs_attention")
         self._target = target
         self._tasks: OrderedDict[int, Task] = OrderedDict()
@@ -196,10 +197,7 @@ class CapabilityEnvironment:
 
 def load_capability_env(folder: Path, *, target: Domain | None = None) -> CapabilityEnvironment:
     """Load `envs/<capability>/` (spec.json, status.json, generator files)."""
-    folder = Path(folder)
-    if not (folder / "spec.json").exists():
-        raise UserError(f"{folder} is not a capability environment (no spec.json)")
-    return CapabilityEnvironment(EnvSpec.load(folder), folder, target=target)
+    return CapabilityEnvironment(read_env_spec(EnvLayout(folder)), Path(folder), target=target)
 
 
 __all__ = [

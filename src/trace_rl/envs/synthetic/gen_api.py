@@ -17,8 +17,8 @@ from typing import Any
 
 from trace_rl.config import EnvConfig
 from trace_rl.envs.base import Domain, ToolkitEnvironment
+from trace_rl.envs.synthetic.generated import GeneratedTask
 from trace_rl.envs.synthetic.generators import generated_task
-from trace_rl.envs.synthetic.spec import GeneratedTask
 from trace_rl.types import ToolCall
 
 LIBRARY_WORLD_OFFSET = 5_000_000  # inside the library's fresh seed range, away from library_variants' seeds

@@ -13,13 +13,14 @@ All generators are deterministic in (spec, seed).
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from trace_rl.artifacts.environments import EnvSpec, read_task_pool
+from trace_rl.artifacts.layout import EnvLayout
 from trace_rl.envs.state import deep_merge
-from trace_rl.envs.synthetic.spec import GENERATOR_FILE, TASKS_FILE, EnvSpec, GeneratedTask
+from trace_rl.envs.synthetic.generated import GeneratedTask
 from trace_rl.errors import UserError
 from trace_rl.types import Action, EvaluationCriteria, InitialState, RewardType, Task
 
@@ -130,9 +131,14 @@ def add_library_distractors(task: Task, n: int, rng: random.Random) -> Task:
             code = str((int(m.postcode) + rng.randint(101, 8999)) % 90000 + 10000)
             email = f"{m.first_name.lower()}.{m.last_name.lower()}{rng.randint(100, 999)}@{m.email.split('@')[-1]}"
             added["members"][new_id] = Member(
-                member_id=new_id, first_name=m.first_name, last_name=m.last_name, email=email, postcode=code,
-                card_status="active", fines=0.0,
-            ).model_dump(mode="python")  # fmt: skip
+                member_id=new_id,
+                first_name=m.first_name,
+                last_name=m.last_name,
+                email=email,
+                postcode=code,
+                card_status="active",
+                fines=0.0,
+            ).model_dump(mode="python")
         else:
             b = db.books[book_ids[0]]
             new_id = unique_id(rng, "B", 100, 999, taken)
@@ -211,15 +217,9 @@ class CodeTasks:
 
     def __init__(self, spec: EnvSpec, folder: Path, domain_name: str) -> None:
         self.spec = spec
-        self.folder = Path(folder)
+        self.env = EnvLayout(folder)
         self.domain_name = domain_name
-        self.pool: dict[int, Task] = {}
-        path = self.folder / TASKS_FILE
-        if path.exists():
-            for line in path.read_text().splitlines():
-                if line.strip():
-                    task = Task.model_validate(json.loads(line))
-                    self.pool[int(task.metadata["synthetic_seed"])] = task
+        self.pool: dict[int, Task] = {int(t.metadata["synthetic_seed"]): t for t in read_task_pool(self.env)}
 
     def make(self, seed: int, salt: int = 0) -> Task:
         if salt == 0 and seed in self.pool:
@@ -229,7 +229,7 @@ class CodeTasks:
         from trace_rl.config.synthesize import SandboxConfig
         from trace_rl.envs.synthetic.sandbox import run_generator
 
-        code = (self.folder / GENERATOR_FILE).read_text()
+        code = self.env.generator.read_text()
         limits = SandboxConfig.model_validate(self.spec.generator.params.get("sandbox") or {})
         result = run_generator(
             code, [seed], target=self.spec.target, difficulty=self.spec.generator.difficulty, limits=limits

@@ -1,4 +1,4 @@
-"""Test-split leak guard: hashed identifiers, names and phrases of the target's test split (TRACE §11.1 fix).
+"""Test-split leak guard: hashed identifiers, names and phrases of the target's test split (docs/method-notes.md §6.1).
 
 A `LeakIndex` holds sha256 fingerprints (never the plain strings) of the test split's task ids, entity ids
 (order, user, reservation, member and payment ids, emails), member/user names and 8-word instruction phrases (those
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trace_rl.artifacts.layout import EnvLayout
 from trace_rl.artifacts.store import atomic_write_json, read_json
 
-INDEX_FILE = "leak_index.json"
 PHRASE_N = 8
 _TOKEN = re.compile(r"[#@\w.\-']+")
 KINDS = ("task_id", "id", "name", "phrase")
@@ -127,11 +127,11 @@ class LeakIndex:
         }
 
     def save(self, folder: Path) -> None:
-        atomic_write_json(Path(folder) / INDEX_FILE, self.as_json(), indent=None)
+        atomic_write_json(EnvLayout(folder).leak_index, self.as_json(), indent=None)
 
     @classmethod
     def load(cls, folder: Path) -> LeakIndex | None:
-        path = Path(folder) / INDEX_FILE
+        path = EnvLayout(folder).leak_index
         if not path.exists():
             return None
         data = read_json(path)
@@ -161,4 +161,4 @@ def task_leaks(index: LeakIndex, task: Any) -> list[Hit]:
     return hits
 
 
-__all__ = ["INDEX_FILE", "Hit", "LeakIndex", "fingerprint", "task_leaks", "task_text", "tokens"]
+__all__ = ["Hit", "LeakIndex", "fingerprint", "task_leaks", "task_text", "tokens"]

@@ -5,7 +5,7 @@ fresh target environment (results kept, so a read is credited when the agent obt
 argument spelling), the agent side from the trajectory's tool calls and results. The final DB is taken from the
 trajectory's `reward_info` when the target evaluator scored it, else by replaying the agent's successful WRITE calls
 (τ²-bench's replay). Shaped reward (TRACE App. B): `alpha * prod(product) + (1 - alpha) * weighted mean`; success is
-τ²'s DB × COMMUNICATE == 1 on a stop-terminated episode, kept next to the shaped reward (TRACE §11.7).
+τ²'s DB × COMMUNICATE == 1 on a stop-terminated episode, kept next to the shaped reward (docs/method-notes.md §7).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from trace_rl.envs.toolkit import ToolType
 from trace_rl.types import SCORED_TERMINATIONS, Message, Task, TerminationReason, ToolCall, Trajectory
 
 if TYPE_CHECKING:
+    from trace_rl.artifacts.environments import RewardSpec
     from trace_rl.envs.base import ToolkitEnvironment
-    from trace_rl.envs.synthetic.spec import RewardSpec
 
 _ID_LIKE = re.compile(r"^(?=.*\d)(?=.*[A-Za-z#@])[\w#@.\-]{3,}$")
 

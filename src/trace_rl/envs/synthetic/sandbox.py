@@ -39,11 +39,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trace_rl.artifacts.layout import (
+    SANDBOX_CODE_FILE,
+    SANDBOX_JOB_FILE,
+    SANDBOX_RESULT_FILE,
+    SANDBOX_STDERR_FILE,
+    SANDBOX_STDOUT_FILE,
+)
 from trace_rl.config.synthesize import SandboxConfig
 
-RESULT_FILE = "result.jsonl"
-JOB_FILE = "job.json"
-CODE_FILE = "generator.py"
 MAX_RESULT_BYTES = 64 << 20
 NOBODY = 65534
 
@@ -147,7 +151,7 @@ def _killed_reason(returncode: int, wall_hit: bool) -> str | None:
 
 
 def _spawn(cmd: list[str], tmp: Path, limits: SandboxConfig, drop: bool) -> tuple[subprocess.Popen[bytes], bool]:
-    with open(tmp / "stdout.txt", "wb") as out, open(tmp / "stderr.txt", "wb") as err:
+    with open(tmp / SANDBOX_STDOUT_FILE, "wb") as out, open(tmp / SANDBOX_STDERR_FILE, "wb") as err:
         proc = subprocess.Popen(
             cmd,
             cwd=tmp,
@@ -189,13 +193,16 @@ def run_generator(
     root = os.geteuid() == 0 if hasattr(os, "geteuid") else False
     drop = root if drop_privileges is None else (drop_privileges and root)
     try:
-        (tmp / CODE_FILE).write_text(code)
+        (tmp / SANDBOX_CODE_FILE).write_text(code)
         job = {
-            "seeds": list(seeds), "target": target, "difficulty": difficulty, "capability": capability,
+            "seeds": list(seeds),
+            "target": target,
+            "difficulty": difficulty,
+            "capability": capability,
             "exclude": exclude or {},
-        }  # fmt: skip
-        (tmp / JOB_FILE).write_text(json.dumps(job, default=str))
-        for name in ("stdout.txt", "stderr.txt", RESULT_FILE):
+        }
+        (tmp / SANDBOX_JOB_FILE).write_text(json.dumps(job, default=str))
+        for name in (SANDBOX_STDOUT_FILE, SANDBOX_STDERR_FILE, SANDBOX_RESULT_FILE):
             (tmp / name).touch()
         if drop:
             for path in (tmp, *tmp.iterdir()):
@@ -211,8 +218,8 @@ def run_generator(
         result.privileges = "uid 65534" if drop else f"uid {os.geteuid()}"
         result.returncode = proc.returncode
         result.killed = _killed_reason(proc.returncode, wall_hit)
-        result.stderr_tail = _tail(tmp / "stderr.txt")
-        _read_result(tmp / RESULT_FILE, result)
+        result.stderr_tail = _tail(tmp / SANDBOX_STDERR_FILE)
+        _read_result(tmp / SANDBOX_RESULT_FILE, result)
         if result.returncode not in (0, None) and result.fatal is None and result.killed is None:
             result.fatal = f"exit status {result.returncode}"
     finally:

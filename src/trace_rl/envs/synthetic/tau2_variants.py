@@ -25,9 +25,9 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from trace_rl.artifacts.environments import EnvSpec
 from trace_rl.envs.synthetic.generators import finish
 from trace_rl.envs.synthetic.leak_guard import LeakIndex, fingerprint
-from trace_rl.envs.synthetic.spec import EnvSpec
 from trace_rl.errors import UserError
 from trace_rl.types import Action, EvaluationCriteria, RewardType, Task, ToolCall
 
@@ -37,12 +37,12 @@ if TYPE_CHECKING:
 LOOKUPS = {
     "find_user_id_by_email", "find_user_id_by_name_zip", "get_user_details", "get_order_details",
     "get_product_details", "get_item_details", "list_all_product_types",
-}  # fmt: skip
+}  # fmt: skip  # word list: packed, not one per line
 DROPPED = {"calculate"}
 WRITES = {
     "cancel_pending_order", "modify_pending_order_address", "modify_user_address", "modify_pending_order_payment",
     "modify_pending_order_items", "exchange_delivered_order_items", "return_delivered_order_items",
-}  # fmt: skip
+}  # fmt: skip  # word list: packed, not one per line
 ITEM_SWAPS = {"modify_pending_order_items", "exchange_delivered_order_items"}
 ADDRESS_KEYS = ("address1", "address2", "city", "state", "country", "zip")
 REASONS = ("no longer needed", "ordered by mistake")

@@ -13,17 +13,7 @@ from typing import Any
 from trace_rl.envs.base import Environment
 from trace_rl.envs.synthetic.environment import CapabilityEnvironment, load_capability_env
 from trace_rl.envs.users import UserSimulator
-from trace_rl.types import Message, Task, TerminationReason
-
-
-def _episode_score(shaped: float, success: bool, breakdown: dict[str, float]) -> Any:
-    try:
-        from trace_rl.training.protocol import EpisodeScore
-    except ImportError:  # a build without the train stage: a plain record with the same fields
-        from types import SimpleNamespace
-
-        return SimpleNamespace(shaped=shaped, success=success, breakdown=breakdown)
-    return EpisodeScore(shaped=shaped, success=success, breakdown=breakdown)
+from trace_rl.types import EpisodeScore, Message, Task, TerminationReason
 
 
 class CapabilityTrainEnv:
@@ -61,12 +51,14 @@ class CapabilityTrainEnv:
     def scripted_user(self, task: Task) -> UserSimulator:
         return self.env.scripted_user(task)
 
-    async def score(self, env: Environment, task: Task, messages: list[Message], termination: TerminationReason) -> Any:
+    async def score(
+        self, env: Environment, task: Task, messages: list[Message], termination: TerminationReason
+    ) -> EpisodeScore:
         rewarder = self.env.rewarder
         db = float(env.state_hash() == rewarder.gold(task).db_hash)
         s = rewarder.score_messages(task, messages, termination, db=db)
         breakdown = {**s.components, **{f"check/{k}": v for k, v in s.checks.items()}}
-        return _episode_score(s.reward, s.success, breakdown)
+        return EpisodeScore(shaped=s.reward, success=s.success, breakdown=breakdown)
 
 
 def load_train_env(folder: Path) -> CapabilityTrainEnv:

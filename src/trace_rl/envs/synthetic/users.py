@@ -17,7 +17,7 @@ STOP = "###STOP###"
 CONFIRM_CUES = (
     "confirm", "proceed", "shall i", "should i", "would you like", "do you want", "go ahead", "is that correct",
     "is that right", "yes or no", "(yes", "ok?", "okay?",
-)  # fmt: skip
+)  # fmt: skip  # word list: packed, not one per line
 FACT_CUES: dict[str, tuple[str, ...]] = {
     "email": ("email",),
     "name": ("name",),

@@ -1,8 +1,8 @@
 """τ²-bench-compatible environments: the `mock`, `retail` and `airline` domains (sierra-research/tau2-bench, MIT).
 
 `load_domain("retail", cfg)` is what `trace_rl.envs.registry.load_domain("tau2:retail", cfg)` calls. Data is read from
-the τ² data directory (see `data.py`), never bundled. Behaviour follows docs tau2-domains.md and
-tau2-airline-spec.md; upstream quirks that change rewards are reproduced and switchable (`quirks.py`).
+the τ² data directory (see `data.py`), never bundled. Behaviour follows upstream τ²-bench
+(docs/tau2-fidelity.md); upstream quirks that change rewards are reproduced and switchable (`quirks.py`).
 """
 
 from __future__ import annotations

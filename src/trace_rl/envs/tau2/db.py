@@ -9,7 +9,7 @@ sorted JSON dump, ~0.5 s each) would dominate. Instead:
 - Tools mutate a record only through `db.writable(table, key)`, which first gives this DB a private deep copy
   (copy-on-write), and add records with `db.insert(...)`. Shared records are therefore never mutated.
 - The hash is a multiset hash: per table, the sum (mod 2**256) over its entries of sha256(key, record digest), where
-  a record's digest is the sha256 of its sorted-key JSON dump (canonical form of tau2-domains.md §6.1: null optional
+  a record's digest is the sha256 of its sorted-key JSON dump (canonical form, docs/tau2-fidelity.md §5: null optional
   fields present, floats where float-typed). A copy derives its sums from its origin's (computed once, cached) by
   swapping the entries of its private records, so hashing costs O(records written); a DB without origin (e.g. one
   rebuilt by a task's `initialization_data`) sums every entry, with digests of shared records cached. Two DBs hash

@@ -1,8 +1,8 @@
 """Upstream τ²-bench quirks that change rewards, each reproduced by default and switchable by name.
 
 Set `env.quirks: {<name>: false}` in the config to turn one off (the gold replay uses the same setting, so a task's
-gold DB follows the switch too). Unknown names are a `UserError` listing the known ones. Sources:
-tau2-domains.md §6.2–6.3 and tau2-airline-spec.md §2.
+gold DB follows the switch too). Unknown names are a `UserError` listing the known ones. Why they are
+kept: docs/tau2-fidelity.md §7.
 
 mock
 - `unchecked_status`: `update_task_status` stores any status string (e.g. "done"). Off: anything but

@@ -1,6 +1,6 @@
 """Export trajectories to τ²-bench's `results.json` and import them back.
 
-Layout (tau2-domains.md §2.4): `{"info", "tasks", "simulations": [...]}`; each simulation has `id, task_id, trial,
+Layout (docs/tau2-fidelity.md §9): `{"info", "tasks", "simulations": [...]}`; each simulation has `id, task_id, trial,
 seed, timestamp, start_time, end_time, duration, termination_reason, agent_cost, user_cost, messages, reward_info`.
 Messages use τ²'s own message form (not the OpenAI wire form): `{role, content, tool_calls: [{id, name, arguments,
 requestor}], turn_idx, timestamp}`; tool results are `{role: "tool", id, content, requestor, error, turn_idx,

@@ -1,4 +1,4 @@
-"""The airline DB (tau2-airline-spec.md §1): flights with per-date instances, users, reservations.
+"""The airline DB (docs/tau2-fidelity.md §5–6): flights with per-date instances, users, reservations.
 
 Canonical form: `address.address2` and `reservation.status` always present (null by default); gift-card and
 certificate amounts are floats; seats, prices, payments and bag counts are ints. Field order follows upstream's models

@@ -1,4 +1,4 @@
-"""The airline toolkit: 14 tools with the semantics of tau2-airline-spec.md §2 (HEAD `a2c0247` = v0.2.0 tools).
+"""The airline toolkit: 14 tools with upstream's semantics (docs/tau2-fidelity.md §6; HEAD `a2c0247` = v0.2.0).
 
 Lookups are exact (no case folding). Record-construction paths validate laxly through the typed models
 (`250.0` -> 250, extra keys dropped); raw-assignment paths store values as passed. Fixed "now" and id sequences make
@@ -40,7 +40,7 @@ AIRPORTS = (
     ("DEN", "Denver"), ("SEA", "Seattle"), ("ATL", "Atlanta"), ("MIA", "Miami"), ("BOS", "Boston"),
     ("PHX", "Phoenix"), ("IAH", "Houston"), ("LAS", "Las Vegas"), ("MCO", "Orlando"), ("EWR", "Newark"),
     ("CLT", "Charlotte"), ("MSP", "Minneapolis"), ("DTW", "Detroit"), ("PHL", "Philadelphia"), ("LGA", "LaGuardia"),
-)  # fmt: skip
+)  # fmt: skip  # table: packed (code, city) pairs
 _INT = TypeAdapter(int)
 
 
@@ -106,7 +106,8 @@ class AirlineTools(Tau2Tools):
         return found
 
     def _pay(self, user: User, payment_id: str, price: Any) -> Payment | None:
-        """The update tools' payment step (spec §2.0 PAY): checks, gift-card deduction, then the payment record."""
+        """The update tools' payment step (docs/tau2-fidelity.md §6): checks, gift-card deduction, then the payment
+        record."""
         if payment_id not in user.payment_methods:
             raise ValueError("Payment method not found")
         method = user.payment_methods[payment_id]

@@ -1,4 +1,5 @@
-"""The mock domain's DBs (tau2-domains.md §6.2): tasks and users on the agent side, notifications on the user side."""
+"""The mock domain's DBs (docs/tau2-fidelity.md §6): tasks and users on the agent side, notifications on the user
+side."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The retail DB (tau2-domains.md §6.3): products with variants, users with payment methods, orders.
+"""The retail DB (docs/tau2-fidelity.md §6): products with variants, users with payment methods, orders.
 
 Field order follows upstream's models (it is the order tool results are printed in). Orders carry the seven optional
 fields as nulls, and every price, amount and balance is a float.

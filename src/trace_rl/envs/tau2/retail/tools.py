@@ -1,4 +1,5 @@
-"""The retail toolkit: 16 tools at HEAD (`get_item_details` is hidden in v0.2 mode), semantics per tau2-domains.md §6.3.
+"""The retail toolkit: 16 tools at HEAD (`get_item_details` is hidden in v0.2 mode) with upstream's semantics
+(docs/tau2-fidelity.md §6).
 
 Every failure is a `ValueError` whose text the agent sees as `Error: <text>`. Writes go through the copy-on-write DB
 (`db.writable`). Reward-relevant upstream quirks are kept by default and named in `trace_rl.envs.tau2.quirks`.

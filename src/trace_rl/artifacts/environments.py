@@ -1,26 +1,28 @@
-"""The declarative description of a capability environment: `envs/<capability>/spec.json`.
+"""The records of a capability environment, `envs/<capability>/`: written by synthesize, read by training, routing,
+evaluation and the report.
 
-A spec says what is generated (the generator kind and its parameters, difficulty knobs), from which target domain
-(tools, DB and policy are the target's own, so schemas match by construction), how episodes are scored (the
-capability-exercised checks, the shaped-reward recipe of TRACE App. B, the binary success next to it), the hint shown
-to a fraction of each GRPO group, and which seeds make the train and test splits. Everything else in the folder
-(generator code, sampled tasks, validation, leak and calibration reports, status) is evidence about the spec.
+- `spec.json` (`EnvSpec`): what is generated (the generator kind and its parameters, difficulty knobs), from which
+  target domain (tools, DB and policy are the target's own, so schemas match by construction), how episodes are
+  scored (the capability-exercised checks, the shaped-reward recipe of TRACE App. B, the binary success next to it),
+  the hint shown to a fraction of each GRPO group, and which seeds make the train and test splits. Everything else in
+  the folder (generator code, sampled tasks, validation, leak and calibration reports, status) is evidence about it.
+- `status.json` (`EnvStatus`): final once written (ready | needs_attention); synthesize skips folders that have one.
+- `calibration.json` (`CalibrationFile`): every calibration attempt with the base policy and its figures and checks.
+- `tasks.jsonl`: the task pool of an author-written generator (one `Task` per line, keyed by its synthetic seed).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from trace_rl.artifacts.store import atomic_write_json, read_json
+from trace_rl.artifacts.layout import EnvLayout, RunLayout
+from trace_rl.artifacts.store import atomic_write_json, atomic_write_text, read_json
+from trace_rl.errors import UserError, first_problem
+from trace_rl.types import Task
 
 SPEC_FORMAT = "trace-rl/capability-env@1"
-SPEC_FILE = "spec.json"
-STATUS_FILE = "status.json"
-TASKS_FILE = "tasks.jsonl"
-GENERATOR_FILE = "generator.py"
 
 CheckKind = Literal["verify_before_act", "exact_arguments", "grounded_arguments", "write_coverage", "communicate"]
 Component = Literal["capability", "db", "communicate", "progress"]
@@ -65,7 +67,8 @@ class RewardSpec(SpecRecord):
 
 
 class HintSpec(SpecRecord):
-    """Soft guidance appended to the system prompt for a fraction of each group (released TRACE code, §4.5)."""
+    """Soft guidance appended to the system prompt for a fraction of each group (released TRACE code;
+    docs/method-notes.md §3)."""
 
     text: str = Field(description="Names no tool and no argument.")
     fraction: float = Field(0.25, ge=0.0, le=1.0, description="Share of each group that gets the hinted prompt.")
@@ -122,13 +125,6 @@ class EnvSpec(SpecRecord):
     )
     provenance: dict[str, Any] = Field(default_factory=dict, description="Generator, author model, attempt, time.")
 
-    def save(self, folder: Path) -> None:
-        atomic_write_json(Path(folder) / SPEC_FILE, self)
-
-    @classmethod
-    def load(cls, folder: Path) -> EnvSpec:
-        return cls.model_validate(read_json(Path(folder) / SPEC_FILE))
-
 
 class EnvStatus(SpecRecord):
     """`envs/<capability>/status.json`: final once written; the stage skips folders that have one."""
@@ -139,63 +135,117 @@ class EnvStatus(SpecRecord):
     figures: dict[str, Any] = Field(default_factory=dict, description="The last calibration's figures.")
     updated_at: float = 0.0
 
-    def save(self, folder: Path) -> None:
-        atomic_write_json(Path(folder) / STATUS_FILE, self)
 
-    @classmethod
-    def load(cls, folder: Path) -> EnvStatus | None:
-        path = Path(folder) / STATUS_FILE
-        return cls.model_validate(read_json(path)) if path.exists() else None
+class CalibrationAttempt(SpecRecord):
+    """One calibration of the environment with the base policy (synthesize/calibrate.py `CalibrationResult`)."""
+
+    attempt: int
+    difficulty: int
+    generator: str
+    accepted: bool
+    direction: str | None = Field(None, description="too_easy | too_hard | flat when not accepted.")
+    figures: dict[str, Any] = Field(default_factory=dict, description="mean_reward, success_rate, group counts, ...")
+    checks: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="figure -> {value, ok, range | min | max}: the acceptance checks."
+    )
 
 
-class GeneratedAction(SpecRecord):
-    name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
+class CalibrationFile(SpecRecord):
+    """`envs/<capability>/calibration.json`."""
+
+    accepted: bool
+    acceptance: dict[str, Any] = Field(default_factory=dict, description="The acceptance ranges used.")
+    policy: str | None = None
+    groups: int = 0
+    samples: int = 0
+    temperature: float | None = None
+    attempts: list[CalibrationAttempt] = Field(default_factory=list)
+    final: CalibrationAttempt | None = None
 
 
-class GeneratedTask(BaseModel):
-    """What a `code` generator's `generate(seed, api)` returns for one seed (validated before use).
+def _read(path: Any, model: type[BaseModel], what: str) -> Any:
+    try:
+        return model.model_validate(read_json(path))
+    except ValidationError as exc:
+        raise UserError(f"{path} is not a valid {what}: {first_problem(exc)}") from None
 
-    `world` selects the target state the task starts from (library: {"world_seed": int}; τ²: {}), `data_patch` is
-    deep-merged into it (added or changed records), `gold_actions` solve the task, `communicate_info` must be said
-    to the user, `capability_steps` index the gold actions that exercise the capability.
-    """
 
-    model_config = ConfigDict(extra="ignore")
+def read_env_spec(env: EnvLayout) -> EnvSpec:
+    """`spec.json` of a capability environment; UserError when the folder has none or it is malformed."""
+    if not env.spec.exists():
+        raise UserError(f"{env.folder} is not a capability environment (no {env.spec.name})")
+    return _read(env.spec, EnvSpec, "capability environment spec")
 
-    request: str = Field(min_length=1, description="The user's opening message.")
-    reason_for_call: str = ""
-    known_info: str = ""
-    unknown_info: str = ""
-    facts: dict[str, str] = Field(default_factory=dict, description="What the user answers when asked (email, ...).")
-    world: dict[str, Any] = Field(default_factory=dict)
-    data_patch: dict[str, Any] | None = None
-    gold_actions: list[GeneratedAction] = Field(min_length=1)
-    communicate_info: list[str] = Field(default_factory=list)
-    capability_steps: list[int] = Field(default_factory=list)
-    difficulty: str | int | None = None
 
-    @model_validator(mode="after")
-    def _steps_in_range(self) -> GeneratedTask:
-        bad = [i for i in self.capability_steps if not 0 <= i < len(self.gold_actions)]
-        if bad:
-            raise ValueError(f"capability_steps {bad} are not indices of gold_actions")
-        return self
+def write_env_spec(env: EnvLayout, spec: EnvSpec) -> None:
+    atomic_write_json(env.spec, spec)
+
+
+def read_env_status(env: EnvLayout) -> EnvStatus | None:
+    """`status.json`, or None while the environment is unfinished."""
+    return _read(env.status, EnvStatus, "environment status") if env.status.exists() else None
+
+
+def write_env_status(env: EnvLayout, status: EnvStatus) -> None:
+    atomic_write_json(env.status, status)
+
+
+def env_states(run: RunLayout) -> list[tuple[EnvLayout, str | None]]:
+    """Every capability environment folder of the run with its status (None: unfinished), in name order."""
+    out = []
+    for env in run.envs():
+        status = read_env_status(env)
+        out.append((env, status.status if status is not None else None))
+    return out
+
+
+def read_task_pool(env: EnvLayout) -> list[Task]:
+    """`tasks.jsonl`: the tasks an author-written generator produced at synthesis time (empty when there is none)."""
+    if not env.tasks.exists():
+        return []
+    tasks = []
+    for number, line in enumerate(env.tasks.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            tasks.append(Task.model_validate_json(line))
+        except ValidationError as exc:
+            raise UserError(f"{env.tasks}, line {number}: not a task ({first_problem(exc)})") from None
+    return tasks
+
+
+def write_task_pool(env: EnvLayout, tasks: list[Task]) -> None:
+    lines = [t.model_dump_json() for t in tasks]
+    atomic_write_text(env.tasks, "\n".join(lines) + ("\n" if lines else ""))
+
+
+def read_calibration(env: EnvLayout) -> CalibrationFile | None:
+    """`calibration.json`, or None when synthesize has not written one."""
+    return _read(env.calibration, CalibrationFile, "calibration file") if env.calibration.exists() else None
+
+
+def write_calibration(env: EnvLayout, calibration: CalibrationFile) -> None:
+    atomic_write_json(env.calibration, calibration)
 
 
 __all__ = [
-    "GENERATOR_FILE",
-    "SPEC_FILE",
     "SPEC_FORMAT",
-    "STATUS_FILE",
-    "TASKS_FILE",
+    "CalibrationAttempt",
+    "CalibrationFile",
     "CheckSpec",
     "EnvSpec",
     "EnvStatus",
-    "GeneratedAction",
-    "GeneratedTask",
     "GeneratorSpec",
     "HintSpec",
     "RewardSpec",
     "SplitSpec",
+    "env_states",
+    "read_calibration",
+    "read_env_spec",
+    "read_env_status",
+    "read_task_pool",
+    "write_calibration",
+    "write_env_spec",
+    "write_env_status",
+    "write_task_pool",
 ]

@@ -1,8 +1,9 @@
-"""Deterministic agents and users for τ² smoke tests, conformance vectors and the engine benchmark (no model calls).
+"""Test support: deterministic agents and users for τ² smoke tests, conformance vectors and the engine benchmark (no
+model calls).
 
 `PlaybackClient` is a `ModelClient` that replays assistant messages; `PlaybackUser` replays user messages (text or
 user-tool calls) and then stops; `gold_messages(task)` turns a task's gold actions into one-call assistant turns;
-`run_scripted(...)` runs one episode through the real orchestrator and evaluator.
+`run_scripted(...)` runs one episode through the conversation engine and the domain's evaluator.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from trace_rl.engine.episode import EpisodeLimits
+from trace_rl.engine.text_driver import Agent, EpisodeSpec, run_episode
 from trace_rl.envs.base import Environment
-from trace_rl.engine.conversation import Agent, EpisodeLimits, EpisodeSpec, run_episode
 from trace_rl.models.base import ModelResponse, SamplingParams
 from trace_rl.types import Message, Task, ToolCall, Trajectory
 

@@ -1,0 +1,42 @@
+"""The `multi_capability` arm: one adapter trained with GRPO on a uniform mix of all the run's calibrated capability
+environments (TRACE Table 3) at TRACE's rollout budget — `trace-rl train --mix`'s adapter, trained here when missing."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from trace_rl.artifacts.adapters import capability_adapters, is_done
+from trace_rl.evaluate.arms.common import ArmOutput, adapter_arm, need_budget
+from trace_rl.evaluate.baselines import matched_config, mix_env, train_baseline
+from trace_rl.evaluate.budget import adapter_budget
+from trace_rl.evaluate.episodes import ArmSkipped, EvalContext
+from trace_rl.training.selection import MIX_NAME, run_mix_env
+
+NAME = "multi_capability"
+
+
+def run(ctx: EvalContext) -> ArmOutput:
+    adapter_dir, work_dir = ctx.run.adapter(MIX_NAME).folder, ctx.run.train_work(MIX_NAME).folder
+    matched: dict[str, Any] = {}
+    if not is_done(adapter_dir):
+        if not ctx.ecfg.train_baselines:
+            raise ArmSkipped(
+                f"no multi-capability adapter in {adapter_dir} (trace-rl train --mix) and train_baselines is off"
+            )
+        total = need_budget(ctx)
+        env = mix_env(ctx)
+        tcfg = matched_config(ctx, capability_adapters(ctx.run), total)
+        recipe = functools.partial(run_mix_env, ctx.run.root)
+        train_baseline(ctx, env, tcfg, adapter_dir, work_dir, recipe=recipe)
+        matched = {"target_total": total, "steps": tcfg.max_steps, "environments": len(env.envs)}
+    budget = adapter_budget(MIX_NAME, adapter_dir, work_dir)
+    return adapter_arm(
+        ctx,
+        NAME,
+        MIX_NAME,
+        adapter_dir,
+        budget,
+        "One adapter trained with GRPO on a uniform mix of all capability environments.",
+        {"matched": matched or None},
+    )

@@ -1,0 +1,123 @@
+"""The `trace` arm: the frozen base model routes each task once, from its first user message, to one capability
+adapter (or base), which serves the whole episode (TRACE §3.5). Budget: the sum over the capability adapters. With the
+curve on, the router restricted to the first m capabilities gives one score-vs-budget point per m."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from trace_rl.artifacts.adapters import capability_adapters
+from trace_rl.artifacts.layout import AdapterLayout, EvaluateLayout
+from trace_rl.artifacts.router import BASE, RouterSpec, read_router
+from trace_rl.errors import UserError
+from trace_rl.evaluate.arms.common import ArmOutput, CurvePoint, adapter_stamp, arm_path, claim, why_no_adapters
+from trace_rl.evaluate.budget import run_adapter_budget
+from trace_rl.evaluate.episodes import ArmSkipped, EvalContext, RoutedClient
+from trace_rl.routing.router import Router, make_router
+from trace_rl.routing.spec import make_options, spec_from_run
+
+NAME = "trace"
+
+
+def trace_spec(ctx: EvalContext) -> RouterSpec:
+    """The run's router (`route/router.json`), else one built from the trained adapters (not saved)."""
+    adapters = capability_adapters(ctx.run)
+    if not adapters:
+        raise ArmSkipped(f"no trained capability adapters ({why_no_adapters(ctx.run)})")
+    if ctx.run.router.exists():
+        spec = read_router(ctx.run)
+        missing = [n for n, p in spec.adapters.items() if not AdapterLayout(p).is_peft()]
+        if missing:
+            where = ctx.run.router.relative_to(ctx.run.root)
+            raise ArmSkipped(f"{where} names adapters that are gone ({', '.join(missing)}); rerun route")
+        return spec
+    return spec_from_run(ctx.run, base_model=ctx.model_label)
+
+
+def sub_spec(spec: RouterSpec, names: list[str]) -> RouterSpec:
+    """The router restricted to the capabilities `names` (relabelled A, B, …; base last)."""
+    opts = {o.name: o for o in spec.options}
+    caps = [(n, opts[n].description, Path(opts[n].adapter_path) if opts[n].adapter_path else None) for n in names]
+    examples = {n: (opts[n].example_id or "", opts[n].example) for n in names if opts[n].example}
+    options = make_options(caps, examples)  # type: ignore[arg-type]
+    return spec.model_copy(update={"options": options})
+
+
+def build_router(ctx: EvalContext, spec: RouterSpec) -> Router:
+    """The injected router factory's router (tests), else the label-logit router over the policy; skip if neither."""
+    if ctx.router_factory is not None:
+        return ctx.router_factory(spec)
+    try:
+        return make_router(spec, ctx.client, ctx.policy_cfg)
+    except UserError as exc:
+        raise ArmSkipped(str(exc)) from None
+
+
+def route_counts(ctx: EvalContext, relpath: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for record in ctx.store(relpath).latest().values():
+        route = (record.get("metadata") or {}).get("route") or {}
+        name = route.get("name") or (record.get("adapter") or BASE)
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def run(ctx: EvalContext) -> ArmOutput:
+    spec = trace_spec(ctx)
+    names = [n for n in spec.names if n != BASE]
+    for name, path in spec.adapters.items():
+        ctx.ensure_adapter(name, path)
+    budgets = {n: run_adapter_budget(ctx.run, n) for n in names}
+    relpath = arm_path(NAME)
+    identity = ctx.identity(
+        arm=NAME,
+        router=spec.model_dump(mode="json", exclude={"created_at"}),
+        adapters={n: adapter_stamp(p) for n, p in spec.adapters.items()},
+    )
+    claim(ctx, relpath, identity)
+    routed = RoutedClient(ctx.client, build_router(ctx, spec), allowed=set(spec.names))
+    ctx.evaluate(NAME, relpath, router=routed, metadata={"arm": NAME})
+    out = ArmOutput(
+        NAME,
+        relpath,
+        budget=sum(b.rollouts for b in budgets.values()),
+        adapters=names,
+        description="Routed adapters: the frozen base model picks one adapter (or base) per task from the first user "
+        "message; that adapter serves the whole episode.",
+        details={
+            "routes": route_counts(ctx, relpath),
+            "route_calls": routed.route_calls,
+            "adapter_budgets": {n: b.as_dict() for n, b in budgets.items()},
+            "router": {
+                "labels": dict(zip(spec.labels, spec.names, strict=True)),
+                "base_model": spec.base_model,
+                "file": str(ctx.run.router) if ctx.run.router.exists() else None,
+            },
+        },
+    )
+    if ctx.ecfg.curve.enabled:
+        out.curve.extend(capability_curve(ctx, spec, names, identity, budgets))
+    return out
+
+
+def capability_curve(
+    ctx: EvalContext, spec: RouterSpec, names: list[str], identity: dict[str, Any], budgets: dict[str, Any]
+) -> list[CurvePoint]:
+    """One point per prefix of the capabilities: the router over the first m of them, at their summed budget."""
+    points = []
+    for m in range(1, len(names)):
+        part = sub_spec(spec, names[:m])
+        point = EvaluateLayout.curve(NAME, m)
+        claim(ctx, point, {**identity, "arm": NAME, "router": part.model_dump(mode="json", exclude={"created_at"})})
+        routed_m = RoutedClient(ctx.client, build_router(ctx, part), allowed=set(part.names))
+        ctx.evaluate(
+            f"trace@{m} capabilities",
+            point,
+            trials=ctx.ecfg.curve.trials,
+            router=routed_m,
+            metadata={"arm": NAME, "capabilities": names[:m]},
+        )
+        budget = sum(budgets[n].rollouts for n in names[:m])
+        points.append(CurvePoint(NAME, budget, point, ctx.ecfg.curve.trials, f"{m} capabilities"))
+    return points

@@ -1,0 +1,120 @@
+"""Model kinds: a registry from `ModelConfig.kind` to the function that builds its client, and the one factory.
+
+`@model_kind("name")` registers a builder `(cfg, name) -> ModelClient`; `build_client` looks the kind up. The kinds:
+`openai` (any OpenAI-compatible server; several `base_urls` become one `EndpointPool`), `local` (transformers + PEFT
+in process), `tiny` (the local backend on the tiny random model) and `scripted` (plays back `script`: dry runs and
+tests, `scripted.py`). Every command gets its clients from `build_clients` / `ModelClients`, which build each config
+model once, on first use. The client modules are imported inside the builders, so naming a kind never loads torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from trace_rl.errors import UserError
+
+if TYPE_CHECKING:
+    from trace_rl.config import ModelConfig, TraceConfig
+    from trace_rl.models.base import ModelClient
+
+ClientBuilder = Callable[["ModelConfig", str], "ModelClient"]
+
+MODEL_KINDS: dict[str, ClientBuilder] = {}
+
+
+def model_kind(kind: str) -> Callable[[ClientBuilder], ClientBuilder]:
+    """Register the decorated function as the builder of `kind`'s clients."""
+
+    def register(builder: ClientBuilder) -> ClientBuilder:
+        MODEL_KINDS[kind] = builder
+        return builder
+
+    return register
+
+
+def build_client(cfg: ModelConfig, *, name: str) -> ModelClient:
+    """The client for the model section `cfg`, called `name`, built by its kind's builder."""
+    builder = MODEL_KINDS.get(cfg.kind)
+    if builder is None:
+        raise UserError(f"model '{name}': unknown kind '{cfg.kind}' ({', '.join(MODEL_KINDS)})")
+    return builder(cfg, name)
+
+
+class ModelClients(dict[str, "ModelClient"]):
+    """One command's model clients by config model name: the given ones (tests) as they are, every other name built
+    from `cfg.models` the first time it is looked up (`clients[name]`; `get` and `in` never build). `aclose` closes
+    the built ones only."""
+
+    def __init__(self, cfg: TraceConfig, given: Mapping[str, ModelClient] | None = None) -> None:
+        super().__init__(given or {})
+        self.cfg = cfg
+        self.built: list[ModelClient] = []
+
+    def __missing__(self, name: str) -> ModelClient:
+        client = build_client(self.cfg.model(name), name=name)
+        self[name] = client
+        self.built.append(client)
+        return client
+
+    async def aclose(self) -> None:
+        """Close the clients built here and forget them (a later lookup builds afresh); a client that fails to close
+        is dropped all the same."""
+        for client in self.built:
+            with contextlib.suppress(Exception):
+                await client.aclose()
+        for name in [n for n, c in self.items() if any(c is b for b in self.built)]:
+            del self[name]
+        self.built.clear()
+
+
+def build_clients(
+    cfg: TraceConfig, names: Iterable[str] = (), *, given: Mapping[str, ModelClient] | None = None
+) -> ModelClients:
+    """The clients of `names` (config model names), built now unless given; others are built on first lookup."""
+    clients = ModelClients(cfg, given)
+    for name in dict.fromkeys(names):
+        clients[name]  # the lookup builds it
+    return clients
+
+
+@model_kind("openai")
+def openai_client(cfg: ModelConfig, name: str) -> ModelClient:
+    from trace_rl.models.openai_client import OpenAIClient
+
+    if len(cfg.base_urls) > 1:  # several servers of one model: an episode-sticky, load-balanced pool
+        from trace_rl.models.pool import EndpointPool
+
+        one = [cfg.model_copy(update={"base_url": url, "base_urls": []}) for url in cfg.base_urls]
+        return EndpointPool([OpenAIClient(c, name=name) for c in one], name=name)
+    if cfg.base_urls:
+        cfg = cfg.model_copy(update={"base_url": cfg.base_urls[0], "base_urls": []})
+    return OpenAIClient(cfg, name=name)
+
+
+def _in_process_client(cfg: ModelConfig, name: str, model: str) -> ModelClient:
+    from trace_rl.models.local import LocalClient
+    from trace_rl.models.resolve import resolve_model_path
+
+    return LocalClient(cfg, name=name, model_path=resolve_model_path(model))
+
+
+@model_kind("local")
+def local_client(cfg: ModelConfig, name: str) -> ModelClient:
+    if not cfg.model:
+        raise UserError(f"model '{name}': kind 'local' needs `model` (a folder, alias or cached id)")
+    return _in_process_client(cfg, name, cfg.model)
+
+
+@model_kind("tiny")
+def tiny_client(cfg: ModelConfig, name: str) -> ModelClient:
+    """The local backend; `model` defaults to the tiny random model."""
+    return _in_process_client(cfg, name, cfg.model or "tiny")
+
+
+@model_kind("scripted")
+def scripted_client(cfg: ModelConfig, name: str) -> ModelClient:
+    from trace_rl.models.scripted import ScriptedClient
+
+    return ScriptedClient(cfg.script, name=name)
