@@ -12,7 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from trace_rl.cli import main
+from trace_rl.cli.app import main
 from trace_rl.config import load_config
 from trace_rl.errors import UserError
 from trace_rl.models.specs import model_from_spec

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from trace_rl.cli import main
+from trace_rl.cli.app import main
 
 CONFIG = """
 run: {{name: pipe, runs_dir: {root}}}

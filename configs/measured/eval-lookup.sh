@@ -7,7 +7,7 @@ PY=.venv/bin/python
 RUN=runs/eval-lookup
 TRAINED=runs/train-smollm2-v2/adapters/lookup_answer
 if [ ! -f "$TRAINED/done.json" ]; then  # 8 GRPO steps, 44 min on 2 shared cores
-  $PY -m trace_rl.train --run runs/train-smollm2-v2 --env library:lookup_answer --model smollm2-135m --device cpu \
+  $PY -m trace_rl.cli.train --run runs/train-smollm2-v2 --env library:lookup_answer --model smollm2-135m --device cpu \
     --bf16 auto --steps 8 -k 4 -g 2 --lr 1e-3 --max-turn-tokens 40 --max-episode-tokens 256 --max-turns 3 \
     --hint-fraction 0 --eval-trials 2 --held-out 12 --set resample_attempts=1 --set save_steps=4 --set num_threads=1
 fi

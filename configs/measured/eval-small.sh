@@ -32,10 +32,10 @@ TRAIN=(--run $RUN --model smollm2-135m --device cpu --bf16 auto -g 1 -k 4 --lr 1
        --max-episode-tokens 256 --max-turns 3 --hint-fraction 0 --eval-trials 1 --held-out 4
        --set resample_attempts=1 --set save_steps=1)
 for fam in lookup_answer copy_selection; do
-  /usr/bin/time -f "train $fam: %e s" $PY -m trace_rl.train "${TRAIN[@]}" --env library:$fam --steps 2
+  /usr/bin/time -f "train $fam: %e s" $PY -m trace_rl.cli.train "${TRAIN[@]}" --env library:$fam --steps 2
 done
 # the multi-capability baseline: one adapter on the uniform mix, 4 steps = the two adapters' 16 rollouts together
-/usr/bin/time -f "train multi: %e s" $PY -m trace_rl.train "${TRAIN[@]}" \
+/usr/bin/time -f "train multi: %e s" $PY -m trace_rl.cli.train "${TRAIN[@]}" \
   --env library:lookup_answer,library:copy_selection --mix --steps 4
 /usr/bin/time -f "route: %e s" .venv/bin/trace-rl route --run $RUN
 /usr/bin/time -f "evaluate: %e s" .venv/bin/trace-rl evaluate --run $RUN --split test --trials 1

@@ -42,7 +42,7 @@ MIN_FREE_BYTES = 2 * 1024**3  # adapters, checkpoints and a converted model
 def load_stage(name: str) -> Stage[Any, Any]:
     """The stage object registered under `name`."""
     if name == "train":  # training's environment defaults must be set before torch is imported
-        from trace_rl.train.command import quiet_defaults
+        from trace_rl.training.defaults import quiet_defaults
 
         quiet_defaults()
     module, _, attribute = STAGE_OBJECTS[name].partition(":")

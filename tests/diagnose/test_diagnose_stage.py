@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from trace_rl.artifacts.capabilities import read_capabilities
 from trace_rl.artifacts.store import RunDir
+from trace_rl.cli.diagnose import diagnose_command
 from trace_rl.config import config_from_record
 from trace_rl.config.diagnose import DiagnoseConfig, is_test_split
-from trace_rl.diagnose.command import diagnose_command
 from trace_rl.diagnose.stage import run_diagnose
 from trace_rl.diagnose.summaries import pack, summarize, truncate
 from trace_rl.errors import UserError

@@ -36,10 +36,10 @@ def test_matched_steps_and_curve_steps() -> None:
 
 def test_commands_map_flags_to_configs(tmp_path: Path, monkeypatch) -> None:
     from trace_rl.artifacts.evaluation import Comparison
+    from trace_rl.cli.evaluate import evaluate_command
+    from trace_rl.cli.route import route_command
     from trace_rl.evaluate import stage as eval_stage
-    from trace_rl.evaluate.command import evaluate_command
     from trace_rl.route import stage as route_stage
-    from trace_rl.route.command import route_command
 
     run = make_run(tmp_path / "run", {"cap_a": 8})
     seen = {}

@@ -136,7 +136,7 @@ def test_train_jobs_ask_for_their_gpus_and_build_the_accelerate_launch(tmp_path:
     assert local.num_gpus == 0  # the local executor ignores the Ray resources
     cmd = accelerate_command(tmp_path, "cap", tmp_path / "l.yaml", 4, Path("zero2.yaml"))
     assert cmd[1:] == ["-m", "accelerate.commands.launch", "--num_processes", "4", "--config_file", "zero2.yaml",
-                       "-m", "trace_rl.train", "--run", str(tmp_path), "--capability", "cap",
+                       "-m", "trace_rl.cli.train", "--run", str(tmp_path), "--capability", "cap",
                        "--config", str(tmp_path / "l.yaml")]  # fmt: skip  # argv: each flag beside its value
     with pytest.raises(UserError, match="synthesized environments only"):
         train_job(ray_cfg, name="cap", backend=None, env=None, cfg=None, run_root=tmp_path, from_run=False)
@@ -145,7 +145,7 @@ def test_train_jobs_ask_for_their_gpus_and_build_the_accelerate_launch(tmp_path:
 def test_a_missing_ray_package_and_a_bad_executor_flag_are_one_line_errors(monkeypatch, tmp_path: Path, capsys) -> None:
     import sys
 
-    from trace_rl.cli import main
+    from trace_rl.cli.app import main
 
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(UserError, match=r"needs the ray package: pip install -e '\.\[ray\]'"):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from trace_rl.artifacts.store import RunDir
-from trace_rl.cli import main
+from trace_rl.cli.app import main
 from trace_rl.config import ExecutorConfig
 from trace_rl.config.train import TrainConfig
 from trace_rl.train.stage import run_train

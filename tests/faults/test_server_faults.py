@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trace_rl.cli import main
+from trace_rl.cli.app import main
 
 from .fault_server import BAD_ARGUMENTS, RETRYABLE, UNKNOWN_TOOL, Fault, FaultServer
 

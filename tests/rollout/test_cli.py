@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from trace_rl.artifacts.store import JsonlStore
-from trace_rl.cli import main
+from trace_rl.cli.app import main
 
 from .fake_openai import FakeOpenAI
 

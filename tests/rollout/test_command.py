@@ -118,7 +118,7 @@ def test_server_errors_are_infra_failures(toy, run_dir):
 
 
 def test_server_down_through_the_cli_exits_1_and_records_infra(toy, tmp_path, capsys):
-    from trace_rl.cli import main
+    from trace_rl.cli.app import main
 
     config_path = tmp_path / "c.yaml"
     config_path.write_text(

@@ -15,7 +15,7 @@ import pytest
 from tests.rollout.vllm_server import TinyVLLM
 
 from trace_rl.artifacts.store import JsonlStore
-from trace_rl.cli import main
+from trace_rl.cli.app import main
 from trace_rl.types import Trajectory
 
 from .tau2_data import needs_tau2

@@ -12,6 +12,7 @@ import pytest
 
 from trace_rl.artifacts.router import BASE, RouterSpec
 from trace_rl.artifacts.store import RunDir
+from trace_rl.cli.serve import serve_command
 from trace_rl.config import ModelConfig
 from trace_rl.errors import UserError
 from trace_rl.models.base import SamplingParams
@@ -19,7 +20,7 @@ from trace_rl.routing.router import LabelLogitRouter, ScriptedRouter
 from trace_rl.routing.spec import make_options
 from trace_rl.serve.app import create_app
 from trace_rl.serve.backends import LocalBackend
-from trace_rl.serve.command import build_app, serve_command
+from trace_rl.serve.build import build_app
 from trace_rl.types import Message
 
 CAPS = ("verify_first", "exact_ids")
@@ -138,7 +139,7 @@ def test_build_app_for_vllm_and_unserved_warning(
 
     from trace_rl.artifacts.router import read_router
     from trace_rl.routing.router import ServerChoiceScorer
-    from trace_rl.serve.command import unserved_options
+    from trace_rl.serve.build import unserved_options
     from trace_rl.serve.vllm_process import free_port
 
     run = _run_with_router(tmp_path, tiny)

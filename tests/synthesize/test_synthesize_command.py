@@ -5,8 +5,8 @@ from __future__ import annotations
 import typer
 from typer.testing import CliRunner
 
+from trace_rl.cli.synthesize import synthesize_command
 from trace_rl.errors import UserError
-from trace_rl.synthesize.command import synthesize_command
 
 from .synth_helpers import make_library_run, read_json
 

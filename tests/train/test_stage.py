@@ -8,10 +8,10 @@ from train_toy import ToyEnv
 from trace_rl.artifacts.environments import EnvStatus, write_env_status
 from trace_rl.artifacts.layout import EnvLayout
 from trace_rl.artifacts.store import RunDir, atomic_write_json
+from trace_rl.cli.train import build_config, main
 from trace_rl.config.train import TrainConfig
 from trace_rl.errors import UserError
 from trace_rl.train import stage as stage_mod
-from trace_rl.train.command import build_config, main
 from trace_rl.training import selection
 from trace_rl.training.envs import MixTrainEnv
 from trace_rl.training.protocol import AdapterResult

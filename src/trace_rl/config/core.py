@@ -156,7 +156,7 @@ class ExecutorConfig(Section):
     train_launcher: Literal["inline", "accelerate"] = Field(
         "inline",
         description="inline: the Ray task trains in its own process (one device); accelerate: it runs "
-        "`accelerate launch --num_processes <gpus> -m trace_rl.train --capability <c>` on its GPUs.",
+        "`accelerate launch --num_processes <gpus> -m trace_rl.cli.train --capability <c>` on its GPUs.",
     )
     accelerate_config: Path | None = Field(
         None, description="accelerate config file for train_launcher=accelerate (e.g. a DeepSpeed ZeRO-2 one)."

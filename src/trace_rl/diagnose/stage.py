@@ -531,7 +531,6 @@ class DiagnoseStage:
         ctx.run.require()
         result = asyncio.run(_diagnose_with_analyst(ctx, section, self.fresh))
         ctx.echo(f"wrote {result.path} ({len(result.selected)} selected: {', '.join(result.selected) or 'none'})")
-        ctx.echo(f"capability table: trace-rl report --run {ctx.run.root}")
         return result
 
 

@@ -10,7 +10,7 @@ training baselines (GRPO on the target, the multi-capability adapter).
   per adapter), the Ray task holds `gpus_per_train_job` GPUs and runs
 
       accelerate launch --num_processes <gpus> [--config_file <accelerate_config>] \\
-          -m trace_rl.train --run <run> --capability <name> --config <run>/train/<name>/launch.yaml
+          -m trace_rl.cli.train --run <run> --capability <name> --config <run>/train/<name>/launch.yaml
 
   on them (DeepSpeed / FSDP come from the accelerate config). The launched command writes the same adapter folder; it
   does not touch the manifest's stage record (`TRACE_RL_SUBJOB=1`), which the driver owns.
@@ -142,7 +142,17 @@ def accelerate_command(
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(processes)]
     if accelerate_config is not None:
         cmd += ["--config_file", str(accelerate_config)]
-    return [*cmd, "-m", "trace_rl.train", "--run", str(run_root), "--capability", name, "--config", str(config_file)]
+    return [
+        *cmd,
+        "-m",
+        "trace_rl.cli.train",
+        "--run",
+        str(run_root),
+        "--capability",
+        name,
+        "--config",
+        str(config_file),
+    ]
 
 
 @dataclass(frozen=True)

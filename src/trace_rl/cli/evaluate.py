@@ -1,5 +1,5 @@
 """`trace-rl evaluate --run runs/<name>`: the routed agent against the base and the paper's baselines on the target's
-held-out split (registered by cli.py).
+held-out split (registered by cli/app.py).
 
     trace-rl evaluate --run runs/demo --split test --trials 3                 # every arm
     trace-rl evaluate --run runs/demo --arms base,trace --trials 3            # the cheap ones first

@@ -1,4 +1,4 @@
-"""`trace-rl rollout`: the typer command (registered by cli.py). It maps its flags onto the `env`, `rollout` and
+"""`trace-rl rollout`: the typer command (registered by cli/app.py). It maps its flags onto the `env`, `rollout` and
 `executor` sections of `--config` (or the defaults) and calls the rollout stage (`rollout/stage.py`)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`trace-rl synthesize --run runs/<name> [--capability NAME]`: the typer command (registered by cli.py).
+"""`trace-rl synthesize --run runs/<name> [--capability NAME]`: the typer command (registered by cli/app.py).
 
 It maps its flags onto the `synthesize` section of `--config` (else of the config recorded in the run's manifest) and
 calls the synthesize stage (`synthesize/stage.py`). Model flags take a config model name or a model spec (`scripted`,

@@ -66,13 +66,13 @@ def env_check(
 
 def _register_stage_commands() -> None:
     """Stage commands live beside their stage; registering them here keeps this module thin."""
-    from trace_rl.diagnose.command import diagnose_command
-    from trace_rl.evaluate.command import evaluate_command
-    from trace_rl.rollout.command import rollout_command
-    from trace_rl.route.command import route_command
-    from trace_rl.serve.command import serve_command
-    from trace_rl.synthesize.command import synthesize_command
-    from trace_rl.train.command import train_command
+    from trace_rl.cli.diagnose import diagnose_command
+    from trace_rl.cli.evaluate import evaluate_command
+    from trace_rl.cli.rollout import rollout_command
+    from trace_rl.cli.route import route_command
+    from trace_rl.cli.serve import serve_command
+    from trace_rl.cli.synthesize import synthesize_command
+    from trace_rl.cli.train import train_command
 
     app.command("rollout")(rollout_command)
     app.command("diagnose")(diagnose_command)

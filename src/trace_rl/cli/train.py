@@ -1,8 +1,8 @@
-"""`trace-rl train`: the typer command (registered in cli.py) and `python -m trace_rl.train` for accelerate.
+"""`trace-rl train`: the typer command (registered in cli/app.py) and `python -m trace_rl.cli.train` for accelerate.
 
     trace-rl train --run runs/demo [--capability NAME] --backend trl
     trace-rl train --run runs/demo --env library:lookup_answer --model smollm2-135m --steps 12 ...
-    accelerate launch --num_processes 2 -m trace_rl.train --run runs/demo ...
+    accelerate launch --num_processes 2 -m trace_rl.cli.train --run runs/demo ...
 
 Settings come from `TrainConfig` defaults, then the `train` section of `--config`, then `--set key=value` (any
 TrainConfig field, YAML-typed), then the dedicated flags; the train stage (`train/stage.py`) runs with them.
@@ -10,7 +10,7 @@ TrainConfig field, YAML-typed), then the dedicated flags; the train stage (`trai
 
 from __future__ import annotations
 
-import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,20 +21,7 @@ from trace_rl.artifacts.store import RunDir
 from trace_rl.config import TraceConfig, executor_with, load_config, section_with
 from trace_rl.errors import UserError
 from trace_rl.stage import StageContext, StageFailed, command_line, run_stage
-
-
-def quiet_defaults() -> None:
-    """Environment defaults for training on shared CPUs, set before torch is imported (explicit values win):
-    passive OpenMP waiting (spin-waiting made torch 3-5x slower under contention, docs/cpu-notes.md §2), offline hub,
-    no TRL experimental-API banner."""
-    for key, value in (
-        ("OMP_WAIT_POLICY", "PASSIVE"),
-        ("HF_HUB_OFFLINE", "1"),
-        ("TRANSFORMERS_OFFLINE", "1"),
-        ("TRL_EXPERIMENTAL_SILENCE", "1"),
-        ("TOKENIZERS_PARALLELISM", "false"),
-    ):
-        os.environ.setdefault(key, value)
+from trace_rl.training.defaults import quiet_defaults
 
 
 def build_config(config: Path | None, sets: list[str] | None, flags: dict[str, Any]) -> TraceConfig:
@@ -112,7 +99,7 @@ def train_command(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m trace_rl.train ...` (e.g. under `accelerate launch`): the same command, one-line user errors."""
+    """`python -m trace_rl.cli.train ...` (e.g. under `accelerate launch`): the same command, one-line user errors."""
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     app.command()(train_command)
     try:
@@ -126,4 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["build_config", "main", "quiet_defaults", "train_command"]
+__all__ = ["build_config", "main", "train_command"]
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,5 +1,5 @@
 """`trace-rl route --run runs/<name>`: build the router from the trained adapters and measure its accuracy on
-held-out tasks of every capability environment (registered by cli.py).
+held-out tasks of every capability environment (registered by cli/app.py).
 
     trace-rl route --run runs/demo                         # router.json + accuracy.json (confusion matrix, base rate)
     trace-rl route --run runs/demo --tasks 40 --oracle-trials 2   # + potential rate, routed vs oracle pass^1

@@ -1,4 +1,5 @@
-"""`trace-rl serve`: the typer command function (registered in cli.py) and `build_app`, which it runs under uvicorn.
+"""Assembling the routing proxy for a run: its router spec, a backend (vLLM or the base model in process) and a router
+over the base model (`build_app`), and what a vLLM server does not serve (`unserved_warning`).
 
     trace-rl serve --run runs/demo                                   # local backend: base + PEFT adapters in process
     trace-rl serve --run runs/demo --vllm-url http://127.0.0.1:8011/v1   # forward to vLLM serving the adapters
@@ -14,13 +15,9 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, cast
+from typing import TYPE_CHECKING, cast
 
-import typer
-
-from trace_rl.artifacts.layout import ROUTE_DIR, ROUTER_FILE
 from trace_rl.artifacts.router import BASE, RouterSpec, read_router
 from trace_rl.artifacts.store import RunDir
 from trace_rl.config import ModelConfig
@@ -89,7 +86,7 @@ def build_app(
     return create_app(chosen, backend, routed_model=routed_model, route_log=route_log)
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
@@ -103,7 +100,8 @@ def unserved_options(spec: RouterSpec, served: set[str]) -> list[str]:
     return [o.name for o in spec.options if not o.is_base and o.name not in served]
 
 
-def _warn_unserved(run: RunDir, vllm_url: str, api_key: str | None) -> None:
+def unserved_warning(run: RunDir, vllm_url: str, api_key: str | None) -> str | None:
+    """A warning line when the vLLM server cannot be listed yet or does not serve every routed capability."""
     import httpx
 
     from trace_rl.routing.router import api_root
@@ -113,65 +111,14 @@ def _warn_unserved(run: RunDir, vllm_url: str, api_key: str | None) -> None:
         data = httpx.get(f"{api_root(vllm_url)}/v1/models", headers=headers, timeout=10.0).json()
         served = {str(e.get("id")) for e in data.get("data") or []}
     except (httpx.HTTPError, ValueError) as exc:
-        typer.echo(
-            f"warning: cannot list the models of {vllm_url} yet ({exc}); routing starts when it answers", err=True
-        )
-        return
+        return f"warning: cannot list the models of {vllm_url} yet ({exc}); routing starts when it answers"
     missing = unserved_options(read_router(run), served)
-    if missing:
-        typer.echo(
-            f"warning: {vllm_url} does not serve {', '.join(missing)}; conversations routed there use the base model "
-            f"(start vLLM with --enable-lora --lora-modules <capability>=<adapter folder> ...)",
-            err=True,
-        )
-
-
-def serve_command(
-    run: Annotated[Path, typer.Option("--run", help=f"Run directory with {ROUTE_DIR}/{ROUTER_FILE}, e.g. runs/demo.")],
-    host: Annotated[str, typer.Option("--host", help="Interface to listen on (loopback by default).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
-    vllm_url: Annotated[
-        str | None,
-        typer.Option("--vllm-url", help="vLLM server with the adapters loaded, e.g. http://127.0.0.1:8011/v1."),
-    ] = None,
-    router: Annotated[
-        str, typer.Option("--router", help="auto | local | server | fixed:<name> (fixed:base serves the base model).")
-    ] = "auto",
-    model: Annotated[
-        str | None, typer.Option("--model", help=f"Base model folder or alias (default: {ROUTER_FILE}'s base_model).")
-    ] = None,
-    device: Annotated[str, typer.Option("--device", help="auto | cpu | cuda, for in-process models.")] = "auto",
-    routed_model: Annotated[
-        str, typer.Option("--routed-model", help="Model name clients use to get routing.")
-    ] = ROUTED_MODEL,
-    api_key_env: Annotated[
-        str, typer.Option("--api-key-env", help="Environment variable with the vLLM server's API key, if any.")
-    ] = "VLLM_API_KEY",
-    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
-) -> None:
-    """OpenAI-compatible endpoint that routes each conversation once to its adapter and forwards it."""
-    import uvicorn
-
-    if device not in ("auto", "cpu", "cuda"):
-        raise UserError(f"--device {device!r}: use auto, cpu or cuda")
-    app = build_app(
-        run,
-        vllm_url=vllm_url,
-        router=router,
-        model=model,
-        device=device,
-        routed_model=routed_model,
-        api_key=os.environ.get(api_key_env) or None,
+    if not missing:
+        return None
+    return (
+        f"warning: {vllm_url} does not serve {', '.join(missing)}; conversations routed there use the base model "
+        f"(start vLLM with --enable-lora --lora-modules <capability>=<adapter folder> ...)"
     )
-    if vllm_url is not None:
-        _warn_unserved(RunDir(run), vllm_url, os.environ.get(api_key_env) or None)
-    if not _is_loopback(host):
-        typer.echo(f"warning: listening on {host}, which is not loopback; the proxy has no authentication", err=True)
-    backend = f"vLLM at {vllm_url}" if vllm_url else "in-process model"
-    typer.echo(
-        f"trace-rl serve: {run} via {backend}; POST http://{host}:{port}/v1/chat/completions model={routed_model}"
-    )
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 
-__all__ = ["build_app", "serve_command"]
+__all__ = ["build_app", "is_loopback", "unserved_options", "unserved_warning"]

@@ -1,4 +1,4 @@
-"""`trace-rl diagnose`: the typer command (registered by cli.py). It maps its flags onto the `diagnose` section of
+"""`trace-rl diagnose`: the typer command (registered by cli/app.py). It maps its flags onto the `diagnose` section of
 `--config` (else of the config recorded in the run's manifest) and calls the diagnose stage (`diagnose/stage.py`).
 """
 
@@ -11,6 +11,7 @@ import typer
 
 from trace_rl.artifacts.layout import ROLLOUT_TRAJECTORIES
 from trace_rl.artifacts.store import RunDir
+from trace_rl.report.capabilities import render
 from trace_rl.stage import StageContext, command_line, load_run_config, run_stage
 
 
@@ -62,7 +63,10 @@ def diagnose_command(
         "diagnose.seed": seed,
     }
     cfg = load_run_config(run_dir, config, overrides)
-    run_stage(DiagnoseStage(fresh=fresh), StageContext(cfg, run_dir, command=command_line(ctx), echo=typer.echo))
+    result = run_stage(
+        DiagnoseStage(fresh=fresh), StageContext(cfg, run_dir, command=command_line(ctx), echo=typer.echo)
+    )
+    render(result.file)
 
 
 __all__ = ["diagnose_command"]
