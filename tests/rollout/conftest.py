@@ -1,17 +1,5 @@
-from __future__ import annotations
+"""Fixtures for the rollout tests (`fixtures.py`)."""
 
-import pytest
+from tests.rollout.fixtures import run_dir, toy
 
-from trace_rl.artifacts.store import RunDir
-
-from .toy import ToyDomain, register_toy
-
-
-@pytest.fixture
-def toy() -> ToyDomain:
-    return register_toy(6)
-
-
-@pytest.fixture
-def run_dir(tmp_path) -> RunDir:
-    return RunDir(tmp_path / "runs" / "r")
+__all__ = ["run_dir", "toy"]

@@ -1,34 +1,5 @@
-"""Shared fixtures for the training tests: one tiny random model (built once per session) and its tokenizer."""
+"""Fixtures for the train stage tests: the tiny model, its tokenizer and chat codec (`tiny_fixtures.py`)."""
 
-from __future__ import annotations
+from tests.training.tiny_fixtures import codec, tiny_dir, tokenizer
 
-import sys
-from pathlib import Path
-
-import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))  # train_toy helpers
-
-
-@pytest.fixture(scope="session")
-def tiny_dir() -> Path:
-    """The default tiny model, built once into the trace-rl cache (TRACE_RL_CACHE) and reused."""
-    from trace_rl.models.resolve import tiny_path
-
-    return tiny_path()
-
-
-@pytest.fixture(scope="session")
-def tokenizer(tiny_dir: Path):
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(tiny_dir)
-    tok.padding_side = "left"
-    return tok
-
-
-@pytest.fixture(scope="session")
-def codec(tokenizer):
-    from trace_rl.engine.chat_codec import ChatCodec
-
-    return ChatCodec(tokenizer)
+__all__ = ["codec", "tiny_dir", "tokenizer"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from train_toy import ToyEnv
+from tests.training.train_toy import ToyEnv
 
 from trace_rl.artifacts.environments import EnvStatus, write_env_status
 from trace_rl.artifacts.layout import EnvLayout

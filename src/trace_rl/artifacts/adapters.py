@@ -16,11 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from trace_rl.artifacts.layout import MIX_ADAPTER, AdapterLayout, RunLayout
-from trace_rl.artifacts.store import JsonlStore, atomic_write_json, read_json
-from trace_rl.errors import UserError, first_problem
+from trace_rl.artifacts.store import JsonlStore, atomic_write_json, read_model
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -84,10 +83,7 @@ class BaselineRecord(AdapterRecord):
 
 
 def _read(path: Path, model: type[M]) -> M:
-    try:
-        return model.model_validate(read_json(path))
-    except ValidationError as exc:
-        raise UserError(f"{path} is not a valid {path.name}: {first_problem(exc)}") from None
+    return read_model(path, model, path.name)
 
 
 def _read_optional(path: Path, model: type[M]) -> M | None:

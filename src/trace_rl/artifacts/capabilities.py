@@ -13,11 +13,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from trace_rl.artifacts.layout import RunLayout
-from trace_rl.artifacts.store import atomic_write_json, read_json
-from trace_rl.errors import UserError, first_problem
+from trace_rl.artifacts.store import atomic_write_json, read_model
+from trace_rl.errors import UserError
 from trace_rl.types import Capability
 
 
@@ -186,10 +186,7 @@ def read_capabilities(run: RunLayout) -> CapabilitiesFile:
     path = run.capabilities
     if not path.exists():
         raise UserError(f"no {path}: run `trace-rl diagnose --run {run.root}` first")
-    try:
-        return CapabilitiesFile.model_validate(read_json(path))
-    except ValidationError as exc:
-        raise UserError(f"{path} is not a valid capabilities file: {first_problem(exc)}") from None
+    return read_model(path, CapabilitiesFile, "capabilities file")
 
 
 def write_capabilities(run: RunLayout, data: CapabilitiesFile) -> Path:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from trace_rl.artifacts.layout import EnvLayout, RunLayout
-from trace_rl.artifacts.store import atomic_write_json, atomic_write_text, read_json
+from trace_rl.artifacts.store import atomic_write_json, atomic_write_text, read_model
 from trace_rl.errors import UserError, first_problem
 from trace_rl.types import Task
 
@@ -163,18 +163,11 @@ class CalibrationFile(SpecRecord):
     final: CalibrationAttempt | None = None
 
 
-def _read(path: Any, model: type[BaseModel], what: str) -> Any:
-    try:
-        return model.model_validate(read_json(path))
-    except ValidationError as exc:
-        raise UserError(f"{path} is not a valid {what}: {first_problem(exc)}") from None
-
-
 def read_env_spec(env: EnvLayout) -> EnvSpec:
     """`spec.json` of a capability environment; UserError when the folder has none or it is malformed."""
     if not env.spec.exists():
         raise UserError(f"{env.folder} is not a capability environment (no {env.spec.name})")
-    return _read(env.spec, EnvSpec, "capability environment spec")
+    return read_model(env.spec, EnvSpec, "capability environment spec")
 
 
 def write_env_spec(env: EnvLayout, spec: EnvSpec) -> None:
@@ -183,7 +176,7 @@ def write_env_spec(env: EnvLayout, spec: EnvSpec) -> None:
 
 def read_env_status(env: EnvLayout) -> EnvStatus | None:
     """`status.json`, or None while the environment is unfinished."""
-    return _read(env.status, EnvStatus, "environment status") if env.status.exists() else None
+    return read_model(env.status, EnvStatus, "environment status") if env.status.exists() else None
 
 
 def write_env_status(env: EnvLayout, status: EnvStatus) -> None:
@@ -221,7 +214,7 @@ def write_task_pool(env: EnvLayout, tasks: list[Task]) -> None:
 
 def read_calibration(env: EnvLayout) -> CalibrationFile | None:
     """`calibration.json`, or None when synthesize has not written one."""
-    return _read(env.calibration, CalibrationFile, "calibration file") if env.calibration.exists() else None
+    return read_model(env.calibration, CalibrationFile, "calibration file") if env.calibration.exists() else None
 
 
 def write_calibration(env: EnvLayout, calibration: CalibrationFile) -> None:

@@ -19,11 +19,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trace_rl.artifacts.layout import EvaluateLayout
-from trace_rl.artifacts.store import atomic_write_json, read_json
-from trace_rl.errors import UserError, first_problem
+from trace_rl.artifacts.store import atomic_write_json, read_json, read_model
+from trace_rl.errors import UserError
 
 KNOWN_ARMS = ("base", "trace", "grpo_target", "gepa", "single_best", "multi_capability")
 ARM_LABELS = {
@@ -45,10 +45,7 @@ class Schema(BaseModel):
 
     @classmethod
     def load(cls, path: Path) -> Any:
-        try:
-            return cls.model_validate(read_json(path))
-        except ValidationError as exc:
-            raise UserError(f"{path} is not a valid {cls.__name__} file: {first_problem(exc)}") from None
+        return read_model(path, cls, f"{cls.__name__} file")
 
 
 class Estimate(Schema):

@@ -9,12 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trace_rl.artifacts.layout import RunLayout
-from trace_rl.artifacts.store import atomic_write_json, read_json
+from trace_rl.artifacts.store import atomic_write_json, read_model
 from trace_rl.config.route import PromptConfig
-from trace_rl.errors import UserError, first_problem
+from trace_rl.errors import UserError
 
 BASE = "base"
 """The option name of the base model (no adapter)."""
@@ -89,10 +89,7 @@ class RouterSpec(BaseModel):
 
     @classmethod
     def load(cls, path: Path) -> RouterSpec:
-        try:
-            return cls.model_validate(read_json(path))
-        except ValidationError as exc:
-            raise UserError(f"{path} is not a valid router file: {first_problem(exc)}") from None
+        return read_model(path, cls, "router file")
 
 
 def read_router(run: RunLayout) -> RouterSpec:

@@ -16,13 +16,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from trace_rl.artifacts.layout import LAYOUT_VERSION, RunLayout
 from trace_rl.artifacts.manifest import RunManifest, StageRecord, read_manifest
-from trace_rl.errors import UserError
+from trace_rl.errors import UserError, first_problem
 from trace_rl.faults import fault_point
 
 
@@ -95,6 +95,17 @@ def read_json(path: Path) -> Any:
         raise UserError(f"file not found: {path}") from None
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}: not valid JSON (line {exc.lineno})") from None
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def read_model(path: Path, model: type[ModelT], what: str) -> ModelT:
+    """`path` parsed as JSON and validated as `model`; a UserError naming the file and the first problem otherwise."""
+    try:
+        return model.model_validate(read_json(path))
+    except ValidationError as exc:
+        raise UserError(f"{path} is not a valid {what}: {first_problem(exc)}") from None
 
 
 Key = str | Callable[[dict[str, Any]], str]

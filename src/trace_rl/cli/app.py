@@ -16,9 +16,10 @@ import typer
 
 from trace_rl.artifacts.layout import REPORT_FILE, ROLLOUT_TRAJECTORIES
 from trace_rl.artifacts.store import RunDir
+from trace_rl.cli.runner import run_app
 from trace_rl.config import EnvConfig, TraceConfig
 from trace_rl.errors import UserError
-from trace_rl.stage import StageContext, StageFailed, command_line, run_stage
+from trace_rl.stage import StageContext, command_line, run_stage
 
 app = typer.Typer(
     add_completion=False,
@@ -170,32 +171,8 @@ def demo(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: one-line errors for user mistakes; exit codes 0 / 1 (failed check, work left to retry) /
-    2 (bad input) / 130 (interrupted)."""
-    try:
-        code = app(args=argv, prog_name="trace-rl", standalone_mode=False)
-        if isinstance(code, int):  # click returns a command's typer.Exit code instead of raising it
-            return code
-    except UserError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        return 2
-    except StageFailed as exc:
-        typer.echo(exc.message, err=True)
-        return exc.exit_code
-    except typer.Exit as exc:
-        return exc.exit_code
-    except typer.Abort:
-        typer.echo("aborted", err=True)
-        return 130
-    except Exception as exc:
-        if type(exc).__name__ == "NoArgsIsHelpError":
-            exc.show()  # type: ignore[attr-defined]
-            return 0
-        if hasattr(exc, "format_message"):  # click usage errors: unknown command, bad option
-            typer.echo(f"error: {exc.format_message()}", err=True)  # type: ignore[attr-defined]
-            return int(getattr(exc, "exit_code", 2))
-        raise
-    return 0
+    """Entry point of `trace-rl` (exit codes: `cli/runner.py`)."""
+    return run_app(app, argv, "trace-rl")
 
 
 if __name__ == "__main__":

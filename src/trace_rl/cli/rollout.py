@@ -4,20 +4,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_args
 
 import typer
 
 from trace_rl.artifacts.store import RunDir
 from trace_rl.config import load_config
 from trace_rl.errors import UserError
-from trace_rl.stage import StageContext, command_line, run_stage
+from trace_rl.stage import ProgressMode, StageContext, command_line, run_stage
 
 MODEL_HELP = (
     "a config model name, scripted, tiny, smollm2-135m, local:<path>, openai:<model>@<base_url> "
     "(or openai:<model> with OPENAI_BASE_URL), or a model YAML file (a `models` entry)"
 )
-PROGRESS_MODES = ("auto", "rich", "plain", "none")
+PROGRESS_MODES = get_args(ProgressMode)
 
 
 def rollout_command(

@@ -20,7 +20,7 @@ import yaml
 from trace_rl.artifacts.store import RunDir
 from trace_rl.config import TraceConfig, executor_with, load_config, section_with
 from trace_rl.errors import UserError
-from trace_rl.stage import StageContext, StageFailed, command_line, run_stage
+from trace_rl.stage import StageContext, command_line, run_stage
 from trace_rl.training.defaults import quiet_defaults
 
 
@@ -99,18 +99,12 @@ def train_command(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m trace_rl.cli.train ...` (e.g. under `accelerate launch`): the same command, one-line user errors."""
+    """`python -m trace_rl.cli.train ...` (e.g. under `accelerate launch`): the same command, the same exit codes."""
+    from trace_rl.cli.runner import run_app
+
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     app.command()(train_command)
-    try:
-        app(args=argv, prog_name="trace-rl train", standalone_mode=False)
-    except UserError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        return 2
-    except StageFailed as exc:
-        typer.echo(exc.message, err=True)
-        return exc.exit_code
-    return 0
+    return run_app(app, argv, "trace-rl train")
 
 
 __all__ = ["build_config", "main", "train_command"]

@@ -3,19 +3,19 @@
 Reads `rollout/trajectories.jsonl` (last record of an id wins). Excludes, and counts: infrastructure failures
 (`infra_error` set), unscored episodes (`success` is None), records that do not parse, and trajectories of splits not in
 `splits` (default: train only). A test split in `splits` is refused unless `allow_test_split` (docs/method-notes.md
-§6.1: the paper mined capabilities from its test tasks). The splits used are recorded in capabilities.json.
+§6.1: the paper mined capabilities from its test tasks); without it, a split that mixes train and test tasks (τ²'s
+`base`) keeps only its train tasks. The splits used are recorded in capabilities.json. Each kept trajectory is paired
+with its task (gold actions) from the environments the trajectories name.
 
-Writes, each atomically and only after validation: `diagnose/discovery.json`, `diagnose/labels/run_<i>.json` (one per
-labeling run, written as each finishes), `diagnose/capabilities.json`. Resumable: a discovery or labeling run whose
-file exists with the same fingerprint (trajectories, outcomes, analyst, dictionary) is reused, not redone; a failure
-in any step raises before capabilities.json is touched, so the previous file stays intact.
+The analyst comes from `analyst.py`; discovery and the labeling runs, each reused when its stored file has the same
+fingerprint, from `labeling.py`; the runs are aggregated (`aggregate.py`) into `diagnose/capabilities.json`, written
+atomically after validation. A failure in any step raises before capabilities.json is touched, so the previous file
+stays intact.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -26,31 +26,21 @@ from typing import Any, ClassVar
 from pydantic import ValidationError
 
 from trace_rl.artifacts.capabilities import (
-    CandidateSpec,
     CapabilitiesFile,
     DiscoveryRecord,
-    Label,
-    LabelMatrix,
     LabelRunRecord,
     SelectionParams,
     write_capabilities,
 )
-from trace_rl.artifacts.store import RunDir, atomic_write_json
+from trace_rl.artifacts.store import RunDir
 from trace_rl.artifacts.trajectories import read_trajectories
 from trace_rl.config import EnvConfig, TraceConfig
 from trace_rl.config.diagnose import DiagnoseConfig, is_test_split
 from trace_rl.diagnose.aggregate import aggregate
-from trace_rl.diagnose.items import Analyst, AnalystError, DiagnosisItem
-from trace_rl.diagnose.llm import LLMAnalyst
-from trace_rl.diagnose.structural import (
-    CAPABILITIES as STRUCTURAL_CAPABILITIES,
-)
-from trace_rl.diagnose.structural import (
-    StructuralAnalyst,
-    WriteOracle,
-    domain_write_kinds,
-    write_oracle,
-)
+from trace_rl.diagnose.analyst import make_analyst
+from trace_rl.diagnose.items import DiagnosisItem
+from trace_rl.diagnose.labeling import check_matrix, discover, fingerprint, label_all
+from trace_rl.diagnose.structural import WriteOracle, domain_write_kinds, write_oracle
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient
 from trace_rl.models.registry import build_client
@@ -166,124 +156,6 @@ def load_tasks(run: RunDir, wanted: Mapping[str, Sequence[str]]) -> EnvInfo:
     return info
 
 
-def _fingerprint(*parts: Any) -> str:
-    blob = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False)
-    return hashlib.sha256(blob.encode()).hexdigest()[:20]
-
-
-def _evidence_table(items: Sequence[DiagnosisItem], structural: StructuralAnalyst) -> str:
-    rows = []
-    for cap in STRUCTURAL_CAPABILITIES:
-        counts = {True: [0, 0], False: [0, 0]}  # success -> [lacking, applicable]
-        for item in items:
-            label = structural.report(item).labels()[cap]
-            if label != Label.NA:
-                counts[item.success][1] += 1
-                counts[item.success][0] += label == Label.LACKING
-        f, s = counts[False], counts[True]
-        if f[1] or s[1]:
-            rows.append(f"- {cap}: deficit in {f[0]} of {f[1]} failed and {s[0]} of {s[1]} successful trajectories")
-    return "\n".join(rows)
-
-
-def _resolve_client(cfg: DiagnoseConfig, clients: Mapping[str, ModelClient] | ModelClient | None) -> ModelClient:
-    client = clients.get(cfg.analyst) if isinstance(clients, Mapping) else clients
-    if client is None:
-        raise UserError(f"diagnose: analyst '{cfg.analyst}' needs a model client (none was given)")
-    return client
-
-
-# -- steps ----------------------------------------------------------------------------------------------------------
-def _read_record(path: Path, model: type[Any]) -> Any | None:
-    if not path.exists():
-        return None
-    try:
-        return model.model_validate(json.loads(path.read_text()))
-    except (ValueError, ValidationError):
-        return None
-
-
-def check_matrix(labels: LabelMatrix, ids: Sequence[str], names: Sequence[str], what: str) -> LabelMatrix:
-    """Complete (every id × every name) or AnalystError; extra ids and names are dropped."""
-    missing_ids = [i for i in ids if i not in labels]
-    incomplete = [i for i in ids if i in labels and any(n not in labels[i] for n in names)]
-    if missing_ids or incomplete:
-        shown = ", ".join((missing_ids + incomplete)[:5])
-        raise AnalystError(
-            f"{what}: labels missing for {len(missing_ids)} trajectories and incomplete for {len(incomplete)} "
-            f"({shown}); nothing was written"
-        )
-    return {i: {n: Label(labels[i][n]) for n in names} for i in ids}
-
-
-async def _discover(
-    analyst: Analyst, items: Sequence[DiagnosisItem], cfg: DiagnoseConfig, path: Path, fp: str, fresh: bool
-) -> tuple[DiscoveryRecord, bool]:
-    old = None if fresh else _read_record(path, DiscoveryRecord)
-    if old is not None and old.fingerprint == fp:
-        return old, True
-    result = await analyst.discover(items, seed=cfg.seed)
-    candidates = result.candidates[: cfg.max_candidates]
-    if not candidates:
-        raise AnalystError(f"analyst '{cfg.analyst}' proposed no capabilities")
-    record = DiscoveryRecord(
-        analyst=cfg.analyst,
-        fingerprint=fp,
-        candidates=candidates,
-        warnings=result.warnings,
-        prompt_chars=result.prompt_chars,
-        created_at=time.time(),
-    )
-    record = DiscoveryRecord.model_validate(record.model_dump(mode="json"))
-    atomic_write_json(path, record)
-    return record, False
-
-
-async def _label_run(
-    analyst: Analyst,
-    items: Sequence[DiagnosisItem],
-    candidates: Sequence[CandidateSpec],
-    cfg: DiagnoseConfig,
-    run_index: int,
-    path: Path,
-    fp: str,
-    gate: asyncio.Semaphore,
-) -> LabelRunRecord:
-    names = [c.name for c in candidates]
-    ids = [i.id for i in items]
-    async with gate:
-        result = await analyst.label(items, candidates, run=run_index, seed=cfg.seed + run_index)
-    labels = check_matrix(result.labels, ids, names, f"labeling run {run_index}")
-    record = LabelRunRecord(
-        run=run_index,
-        seed=cfg.seed + run_index,
-        analyst=cfg.analyst,
-        fingerprint=fp,
-        capabilities=names,
-        labels=labels,
-        warnings=result.warnings,
-        calls=result.calls,
-        created_at=time.time(),
-    )
-    atomic_write_json(path, record)
-    return record
-
-
-def _reusable(path: Path, fp: str, ids: Sequence[str], names: Sequence[str]) -> LabelRunRecord | None:
-    old = _read_record(path, LabelRunRecord)
-    if old is None or old.fingerprint != fp or old.capabilities != list(names):
-        return None
-    try:
-        check_matrix(old.labels, ids, names, "stored run")
-    except AnalystError:
-        return None
-    return old
-
-
-def _dedupe(lines: Sequence[str]) -> list[str]:
-    return list(dict.fromkeys(lines))
-
-
 def _drop_test_tasks(
     kept: list[Trajectory],
     test_ids: set[tuple[str, str]],
@@ -311,7 +183,6 @@ def _drop_test_tasks(
     return kept
 
 
-# -- the stage ------------------------------------------------------------------------------------------------------
 def _items(
     run: RunDir,
     cfg: DiagnoseConfig,
@@ -339,65 +210,9 @@ def _items(
     return items, write_oracle(write_kinds if write_kinds is not None else env.kinds)
 
 
-def _analyst(
-    cfg: DiagnoseConfig,
-    clients: Mapping[str, ModelClient] | ModelClient | None,
-    items: list[DiagnosisItem],
-    is_write: WriteOracle,
-    n_reference: int,
-    warnings: list[str],
-) -> Analyst:
-    structural = StructuralAnalyst(is_write)
-    if cfg.is_structural:
-        if n_reference == 0:
-            raise UserError(
-                "diagnose: the structural analyzer needs the tasks' gold actions, and none of the diagnosed "
-                "trajectories has a task with gold actions (" + ("; ".join(warnings) or "no tasks found") + ")"
-            )
-        return structural
-    evidence = ""
-    if cfg.structural_evidence and n_reference:
-        for item in items:
-            item.notes = structural.report(item).notes()
-        evidence = _evidence_table(items, structural)
-    return LLMAnalyst(_resolve_client(cfg, clients), cfg, name=cfg.analyst, evidence=evidence)
-
-
-async def _label_all(
-    analyst: Analyst,
-    items: list[DiagnosisItem],
-    candidates: Sequence[CandidateSpec],
-    cfg: DiagnoseConfig,
-    run: RunDir,
-    fp: str,
-    fresh: bool,
-) -> tuple[list[LabelRunRecord], list[int]]:
-    """N labeling runs, concurrently; stored runs with the same fingerprint are reused. Returns (runs, reused)."""
-    names = [c.name for c in candidates]
-    ids = [i.id for i in items]
-    gate = asyncio.Semaphore(cfg.concurrency)
-    records: dict[int, LabelRunRecord] = {}
-    jobs: dict[int, Any] = {}
-    for r in range(cfg.runs):
-        path = run.label_run(r)
-        old = None if fresh else _reusable(path, fp, ids, names)
-        if old is not None:
-            records[r] = old
-        else:
-            jobs[r] = _label_run(analyst, items, candidates, cfg, r, path, fp, gate)
-    results = await asyncio.gather(*jobs.values(), return_exceptions=True)
-    failures = []
-    for r, res in zip(jobs, results, strict=True):
-        if isinstance(res, BaseException):
-            failures.append(res)
-        else:
-            records[r] = res
-    if failures:  # the runs that finished are on disk; a rerun redoes only the failed ones
-        first = next((f for f in failures if isinstance(f, UserError)), failures[0])
-        if isinstance(first, UserError) and len(failures) > 1:
-            raise type(first)(f"{first} ({len(failures)} of {cfg.runs} labeling runs failed)") from None
-        raise first
-    return [records[r] for r in range(cfg.runs)], sorted(set(records) - set(jobs))
+# -- the stage ------------------------------------------------------------------------------------------------------
+def _dedupe(lines: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(lines))
 
 
 def _capabilities_file(
@@ -472,16 +287,16 @@ async def diagnose_async(
     counts["excluded"]["invalid_record"] = bad
     warnings: list[str] = []
     items, is_write = _items(run, cfg, kept, counts, warnings, tasks, write_kinds)
-    analyst = _analyst(cfg, clients, items, is_write, counts["with_reference"], warnings)
-    base_fp = _fingerprint(
+    analyst = make_analyst(cfg, clients, items, is_write, counts["with_reference"], warnings)
+    base_fp = fingerprint(
         cfg.analyst, sorted((i.id, i.success) for i in items), cfg.max_candidates, cfg.structural_evidence
     )
     if command is not None:
         run.ensure(command=command)
     with run.stage(STAGE, cfg.model_dump(mode="json"), command=command) as record:
-        discovery, disc_reused = await _discover(analyst, items, cfg, run.discovery, base_fp, fresh)
-        label_fp = _fingerprint(base_fp, [c.model_dump() for c in discovery.candidates])
-        runs, reused_runs = await _label_all(analyst, items, discovery.candidates, cfg, run, label_fp, fresh)
+        discovery, disc_reused = await discover(analyst, items, cfg, run.discovery, base_fp, fresh)
+        label_fp = fingerprint(base_fp, [c.model_dump() for c in discovery.candidates])
+        runs, reused_runs = await label_all(analyst, items, discovery.candidates, cfg, run, label_fp, fresh)
         data = _capabilities_file(cfg, items, discovery, runs, counts, warnings)
         path = write_capabilities(run, data)
         reused = {"discovery": disc_reused, "label_runs": reused_runs}

@@ -9,11 +9,10 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
+from trace_rl.stage import ProgressMode
 from trace_rl.types import Trajectory
-
-ProgressMode = Literal["auto", "rich", "plain", "none"]
 
 
 @dataclass

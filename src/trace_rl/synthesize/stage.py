@@ -1,22 +1,15 @@
 """`run_synthesize(run, cfg, clients)`: stage 2 of TRACE, one calibrated environment per selected capability.
 
-Per capability (`envs/<capability>/` inside the run directory):
-1. evidence: failed train-split trajectories attributed to it (`evidence.py`); its type (`design.py`);
-2. a spec from the target (generator 1) or from an author model's sandboxed code (generator 2);
-3. validation (`validate.py`) and the leak check (`leak.py`); an author rewrites on failure;
-4. calibration (`calibrate.py`) with the base policy; out of range → move the difficulty knob or regenerate, up to
-   `max_attempts`; still out of range → status `needs_attention` with the figures (no training on it).
-Files: spec.json, generator.py and tasks.jsonl (author code and its tasks for every split seed), tasks_sample.jsonl
-(target variants), system_prompt.md (with its hint block), leak_index.json (fingerprints only), validation.json,
-leak.json, calibration.json, calibration/trajectories.jsonl, author/attempt_<n>/, status.json. A folder with a
-status.json is final and skipped, so the stage resumes where it stopped; `synthesize/summary.json` is the run report
-and `synthesize/capabilities.json` the capabilities with their new status (synthesized | needs_attention).
+Each selected capability (or each in `only`) gets `envs/<capability>/` inside the run directory, built by `build.py`
+(evidence, a generator, validation, the leak check, calibration, a final status). A folder with a status.json is final
+and skipped, so the stage resumes where it stopped; a folder without one (an interrupted attempt) is built again from
+scratch. `synthesize/summary.json` is the run report and `synthesize/capabilities.json` the capabilities with their
+new status (synthesized | needs_attention).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 import time
 from collections.abc import Callable
@@ -25,66 +18,19 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from trace_rl.artifacts.capabilities import read_capabilities
-from trace_rl.artifacts.environments import (
-    CalibrationAttempt,
-    CalibrationFile,
-    EnvSpec,
-    EnvStatus,
-    GeneratorSpec,
-    read_env_spec,
-    read_env_status,
-    write_calibration,
-    write_env_spec,
-    write_env_status,
-    write_task_pool,
-)
-from trace_rl.artifacts.layout import GENERATOR_FILE, SPEC_FILE, EnvLayout
-from trace_rl.artifacts.store import JsonlStore, RunDir, atomic_write_json, atomic_write_text
+from trace_rl.artifacts.environments import EnvStatus, read_env_spec, read_env_status
+from trace_rl.artifacts.layout import EnvLayout
+from trace_rl.artifacts.store import RunDir, atomic_write_json
 from trace_rl.config import EnvConfig, TraceConfig
 from trace_rl.config.synthesize import SynthesizeConfig
-from trace_rl.engine.episode import EpisodeLimits
-from trace_rl.envs.base import Domain
-from trace_rl.envs.synthetic.environment import CapabilityEnvironment
-from trace_rl.envs.synthetic.leak_guard import task_leaks
-from trace_rl.envs.synthetic.sandbox import run_generator
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient
 from trace_rl.models.registry import build_clients
 from trace_rl.stage import StageContext
-from trace_rl.synthesize import leak as leakmod
-from trace_rl.synthesize.calibrate import CalibrationResult, calibrate
-from trace_rl.synthesize.design import capability_type
-from trace_rl.synthesize.evidence import Evidence, collect_evidence, load_trajectories
-from trace_rl.synthesize.from_target import base_spec, target_spec
-from trace_rl.synthesize.llm_author import AuthorAttempt, author_code, tasks_from
-from trace_rl.synthesize.validate import validate
-from trace_rl.types import Capability, Task
+from trace_rl.synthesize.build import Context, synthesize_one
+from trace_rl.types import Capability
 
 STAGE = "synthesize"
-
-
-class _Context:
-    """What every capability of one run shares."""
-
-    def __init__(
-        self, run: RunDir, syn: SynthesizeConfig, target_cfg: EnvConfig, target: Domain, clients: dict[str, ModelClient]
-    ) -> None:
-        self.run = run
-        self.syn = syn
-        self.target_cfg = target_cfg
-        self.target = target
-        self.clients = clients
-        self.index, self.entities = leakmod.build_index(target)
-        self.trajectories = load_trajectories(run)
-        self.limits = EpisodeLimits(max_steps=syn.max_steps or target_cfg.max_steps, max_errors=target_cfg.max_errors)
-
-    @property
-    def policy(self) -> ModelClient | None:
-        return self.clients.get(self.syn.policy)
-
-    @property
-    def author(self) -> ModelClient | None:
-        return self.clients.get(self.syn.author) if self.syn.author else None
 
 
 def target_config(run: RunDir, cfg: TraceConfig | None) -> EnvConfig:
@@ -143,7 +89,7 @@ async def arun_synthesize(
     if command is not None:
         run.ensure(command=command)
     with run.stage(STAGE, config=syn.model_dump(mode="json"), command=command) as record:
-        ctx = _Context(run, syn, target_cfg, target, clients)
+        ctx = Context(run, syn, target_cfg, target, clients)
         report = await _synthesize_all(ctx, selected, echo)
         record.summary = {
             name: {k: v for k, v in r.items() if k in ("status", "generator", "attempts")}
@@ -152,7 +98,7 @@ async def arun_synthesize(
     return report
 
 
-async def _synthesize_all(ctx: _Context, selected: list[Capability], echo: Callable[[str], None]) -> dict[str, Any]:
+async def _synthesize_all(ctx: Context, selected: list[Capability], echo: Callable[[str], None]) -> dict[str, Any]:
     out: dict[str, Any] = {"target": ctx.target_cfg.name, "capabilities": {}, "created_at": time.time()}
     for cap in selected:
         folder = ctx.run.env(cap.name).folder
@@ -164,7 +110,7 @@ async def _synthesize_all(ctx: _Context, selected: list[Capability], echo: Calla
         if folder.exists():
             shutil.rmtree(folder)  # an interrupted attempt: start this capability again
         folder.mkdir(parents=True)
-        status = await _synthesize_one(ctx, cap, folder, echo)
+        status = await synthesize_one(ctx, cap, folder, echo)
         echo(f"{cap.name}: {status.status}{(' - ' + status.reason) if status.reason else ''}")
         out["capabilities"][cap.name] = _summary(folder, status, skipped=False)
     atomic_write_json(ctx.run.synthesize_summary, out)
@@ -191,385 +137,6 @@ def _summary(folder: Path, status: EnvStatus, *, skipped: bool) -> dict[str, Any
         "folder": str(folder),
         "skipped": skipped,
     }
-
-
-# -- one capability ----------------------------------------------------------------------------------------------------
-class _Builder:
-    """Holds one capability's current spec (and author code) across attempts."""
-
-    def __init__(self, ctx: _Context, cap: Capability, folder: Path, evidence: Evidence, kind: str) -> None:
-        self.ctx, self.cap, self.folder, self.evidence, self.kind = ctx, cap, folder, evidence, kind
-        self.files = EnvLayout(folder)
-        self.spec: EnvSpec | None = None
-        self.code: str | None = None
-        self.mode: str = ""
-        self.author_log: list[AuthorAttempt] = []
-        self.notes: list[str] = []
-
-    # the environment of the current spec
-    def env(self) -> CapabilityEnvironment:
-        assert self.spec is not None
-        return CapabilityEnvironment(self.spec, self.folder, status="needs_attention", target=self.ctx.target)
-
-    def save(self) -> None:
-        assert self.spec is not None
-        write_env_spec(self.files, self.spec)
-        self.ctx.index.save(self.folder)
-
-    def validation_seeds(self) -> list[int]:
-        assert self.spec is not None
-        return list(self.spec.splits.seeds("train"))[: self.ctx.syn.validation_seeds]
-
-    # generator 1
-    def from_target(self) -> str:
-        spec, why = target_spec(self.evidence, self.kind, self.ctx.target_cfg, self.ctx.target, self.ctx.syn)
-        if spec is None:
-            return why
-        self.spec, self.mode = spec, "target"
-        self.save()
-        return ""
-
-    # generator 2
-    def code_spec(self, difficulty: int) -> EnvSpec:
-        spec = base_spec(
-            self.evidence,
-            self.kind,
-            self.ctx.target_cfg,
-            self.ctx.target,
-            self.ctx.syn,
-            GeneratorSpec(kind="code", difficulty=difficulty, params={"sandbox": self.ctx.syn.sandbox.model_dump()}),
-        )
-        spec.provenance = {"generator": "llm", "author": getattr(self.ctx.author, "name", None)}
-        return spec
-
-    def sandbox_tasks(self, code: str, spec: EnvSpec, seeds: list[int]) -> tuple[dict[int, Task], dict[str, Any]]:
-        result = run_generator(
-            code,
-            seeds,
-            target=self.ctx.target_cfg.model_dump(mode="json"),
-            difficulty=spec.generator.difficulty,
-            limits=self.ctx.syn.sandbox,
-            capability=self.cap.name,
-            exclude=self.ctx.entities.as_exclude(),
-        )
-        tasks, problems = tasks_from(result.tasks, spec, self.ctx.target_cfg.name)
-        info = result.as_dict()
-        info["schema_problems"] = {str(k): v for k, v in problems.items()}
-        info["seed_errors"] = {str(k): v for k, v in result.errors.items()}
-        return tasks, info
-
-    def write_pool(self, tasks: dict[int, Task]) -> None:
-        write_task_pool(self.files, [t for _, t in sorted(tasks.items())])
-
-    def check_code(self, difficulty: int) -> Callable[[str], AuthorAttempt]:
-        def check(code: str) -> AuthorAttempt:
-            spec = self.code_spec(difficulty)
-            seeds = list(spec.splits.seeds("train"))[: self.ctx.syn.validation_seeds]
-            tasks, info = self.sandbox_tasks(code, spec, seeds)
-            attempt = AuthorAttempt(0, code, False, sandbox=info)
-            problems: list[str] = []
-            if info["killed"] or info["fatal"]:
-                problems.append(f"the sandbox stopped the code: {info['killed'] or info['fatal']}")
-            if info["blocked"]:
-                problems.append(f"the sandbox refused: {'; '.join(sorted(set(info['blocked']))[:3])}")
-            for seed, err in list(info["seed_errors"].items())[:4]:
-                problems.append(f"seed {seed}: {err}")
-            for seed, err in list(info["schema_problems"].items())[:4]:
-                problems.append(f"seed {seed}: {err}")
-            leaks = [h for t in tasks.values() for h in task_leaks(self.ctx.index, t)]
-            leaks += self.ctx.index.check_text(code, "generator code")
-            if leaks:
-                problems.append(
-                    f"{len(leaks)} references to held-out test data ({', '.join(sorted({h.kind for h in leaks}))}); "
-                    "use other records"
-                )
-            attempt.leak = {"ok": not leaks, "hits": [h.as_dict() for h in leaks[:10]]}
-            if tasks and not problems:
-                self.spec, self.code = spec, code
-                atomic_write_text(self.files.generator, code)
-                self.write_pool(tasks)
-                self.save()
-                report = validate(self.env(), seeds, min_sensitivity=self.ctx.syn.min_sensitivity)
-                attempt.validation = report.as_dict()
-                if not report.ok:
-                    problems.append(report.feedback())
-            elif not tasks and not problems:
-                problems.append("no task was generated")
-            attempt.ok = not problems
-            attempt.feedback = "\n".join(problems)
-            return attempt
-
-        return check
-
-    async def from_author(self, difficulty: int, feedback: str | None = None) -> str:
-        client = self.ctx.author
-        if client is None:
-            return f"no author model '{self.ctx.syn.author}' configured"
-        env = self.ctx.target.make_env()
-        db = env.tools.db.model_dump(mode="json") if env.tools.db is not None else {}  # type: ignore[attr-defined]
-        from trace_rl.synthesize.design import CHECKS
-        from trace_rl.synthesize.evidence import summarize_trajectory
-
-        prompt_args = {
-            "name": self.cap.name,
-            "definition": self.cap.definition,
-            "kind": self.kind,
-            "checks": [c for c, _ in CHECKS[self.kind]],
-            "domain": self.ctx.target_cfg.name,
-            "schemas": env.tool_schemas(),
-            "policy": env.policy(),
-            "evidence": [summarize_trajectory(t) for t in self.evidence.trajectories[:4]],
-            "example_db_keys": sorted(db),
-        }
-        code, log = await author_code(
-            client,
-            prompt_args=prompt_args,
-            check=self.check_code(difficulty),
-            folder=self.folder,
-            attempts=self.ctx.syn.author_attempts,
-            max_tokens=self.ctx.syn.author_max_tokens,
-            temperature=self.ctx.syn.author_temperature,
-            first_feedback=feedback,
-            previous=self.code,
-            start=len(self.author_log) + 1,
-        )
-        self.author_log += log
-        if code is None:
-            self.spec = None  # the last rejected module is kept under author/, never used
-            return f"the author's code failed validation {len(log)} times: {log[-1].feedback[:300] if log else ''}"
-        self.mode = "llm"
-        return ""
-
-    def usable(self, task: Task, rewarder: Any) -> bool:
-        """No test-split data, and the gold actions replay without a tool error."""
-        if task_leaks(self.ctx.index, task):
-            return False
-        try:
-            return not rewarder.gold(task).errors
-        except Exception:
-            return False
-
-    async def materialize(self) -> str:
-        """Author code: generate every split seed into tasks.jsonl (leaking or invalid seeds get another draw)."""
-        assert self.spec is not None and self.code is not None
-        seeds = [*self.spec.splits.seeds("train"), *self.spec.splits.seeds("test")]
-        tasks, _ = self.sandbox_tasks(self.code, self.spec, seeds)
-        rewarder = self.env().rewarder
-        bad = [s for s in seeds if s not in tasks or not self.usable(tasks[s], rewarder)]
-        if bad:
-            alt = {s + 10_000_019: s for s in bad}
-            more, _ = self.sandbox_tasks(self.code, self.spec, list(alt))
-            for alt_seed, task in more.items():
-                if self.usable(task, rewarder):
-                    tasks[alt[alt_seed]] = to_task_like(task, self.spec, alt[alt_seed])
-        pool = {s: t for s, t in tasks.items() if self.usable(t, rewarder)}
-        self.write_pool(pool)
-        missing = [s for s in seeds if s not in pool]
-        return f"{len(missing)} of {len(seeds)} seeds produced no task" if missing else ""
-
-
-def to_task_like(task: Task, spec: EnvSpec, seed: int) -> Task:
-    """A task drawn for another seed, filed under `seed`."""
-    meta = {**task.metadata, "synthetic_seed": seed, "drawn_for_seed": task.metadata.get("synthetic_seed")}
-    return task.model_copy(update={"id": f"{spec.name}-{seed}", "metadata": meta})
-
-
-async def _synthesize_one(ctx: _Context, cap: Capability, folder: Path, echo: Callable[[str], None]) -> EnvStatus:
-    evidence = collect_evidence(cap, ctx.trajectories, ctx.target)
-    kind, why_kind = capability_type(cap, [str(t.metadata.get("capability_type", "")) for t in evidence.tasks])
-    b = _Builder(ctx, cap, folder, evidence, kind)
-    b.notes.append(f"capability type {kind} ({why_kind}); {len(evidence.tasks)} evidence tasks")
-    syn = ctx.syn
-    files = EnvLayout(folder)
-    calibrations: list[CalibrationAttempt] = []
-    validations: list[dict[str, Any]] = []
-
-    def finish(status: str, reason: str, figures: dict[str, Any] | None = None) -> EnvStatus:
-        write_calibration(
-            files,
-            CalibrationFile(
-                accepted=status == "ready" and bool(calibrations) and calibrations[-1].accepted,
-                acceptance=syn.acceptance.model_dump(mode="json"),
-                policy=syn.policy,
-                groups=syn.groups,
-                samples=syn.samples,
-                temperature=syn.temperature,
-                attempts=calibrations,
-                final=calibrations[-1] if calibrations else None,
-            ),
-        )
-        atomic_write_json(files.validation, {"attempts": validations, "notes": b.notes})
-        if b.author_log:
-            atomic_write_json(files.author_log, [a.as_dict() for a in b.author_log])
-        st = EnvStatus(
-            status=status, reason=reason, attempts=len(calibrations), figures=figures or {}, updated_at=time.time()
-        )
-        write_env_status(files, st)
-        return st
-
-    # 1. a first spec
-    problem = ""
-    if syn.generator in ("target", "auto"):
-        problem = b.from_target()
-    if b.spec is None and syn.generator in ("llm", "auto"):
-        problem = await b.from_author(syn.initial_difficulty, None) or ""
-        if not problem:
-            problem = await b.materialize()
-    if b.spec is None:
-        return finish("needs_attention", problem or "no generator could build this environment")
-    echo(f"{cap.name}: {b.mode} generator ({b.spec.generator.kind}), type {kind}")
-
-    last_fig: dict[str, Any] = {}
-    for attempt in range(1, syn.max_attempts + 1):
-        env = b.env()
-        report = validate(env, b.validation_seeds(), min_sensitivity=syn.min_sensitivity)
-        leak = _leak_check(ctx, b, env)
-        validations.append(
-            {"attempt": attempt, "difficulty": b.spec.generator.difficulty, **report.as_dict(), "leak_ok": leak.ok}
-        )
-        atomic_write_json(files.leak, leak.as_dict())
-        if not report.ok or not leak.ok:
-            why = report.feedback() if not report.ok else f"leak check: {len(leak.hits)} hits"
-            b.notes.append(f"attempt {attempt}: validation failed: {why[:500]}")
-            if attempt == syn.max_attempts or await _regenerate(b, f"validation failed:\n{why}"):
-                return finish("needs_attention", f"validation failed: {why[:500]}", last_fig)
-            continue
-        if not syn.calibrate:
-            _write_sample(b, env)
-            return finish("ready", "calibration skipped (stages.synthesize.calibrate: false)")
-        assert ctx.policy is not None
-        result = await calibrate(
-            env,
-            ctx.policy,
-            groups=syn.groups,
-            samples=syn.samples,
-            acceptance=syn.acceptance,
-            temperature=syn.temperature,
-            max_tokens=syn.max_tokens,
-            concurrency=syn.concurrency,
-            limits=ctx.limits,
-            model_name=syn.policy,
-        )
-        _store_rollouts(folder, attempt, result)
-        calibrations.append(
-            CalibrationAttempt(
-                attempt=attempt,
-                difficulty=b.spec.generator.difficulty,
-                generator=b.spec.generator.kind,
-                **result.as_dict(),
-            )
-        )
-        last_fig = result.figures
-        echo(
-            f"{cap.name}: attempt {attempt}: mean {result.figures['mean_reward']}, success "
-            f"{result.figures['success_rate']}, informative {result.figures['informative_groups']}"
-            f" -> {'accepted' if result.accepted else result.direction}"
-        )
-        if result.accepted:
-            _write_sample(b, env)
-            return finish("ready", "", result.figures)
-        if attempt == syn.max_attempts:
-            break
-        moved = _move_difficulty(b, result.direction)
-        if moved and b.mode == "llm":
-            problem = await b.materialize()
-        elif not moved:
-            feedback = (
-                f"calibration with the base policy: {json.dumps(result.figures)[:1500]}\n"
-                f"The environment is {result.direction}: " + _direction_text(result.direction)
-            )
-            if await _regenerate(b, feedback):
-                break
-    if b.spec is not None:
-        _write_sample(b, b.env())
-    reason = f"calibration out of range after {len(calibrations)} attempts"
-    if b.spec is None:
-        reason += "; regeneration failed: " + (b.notes[-1] if b.notes else "")
-    return finish("needs_attention", reason, last_fig)
-
-
-def _direction_text(direction: str | None) -> str:
-    return {
-        "too_easy": "make tasks harder (more distractors, more conditions, fewer given values).",
-        "too_hard": "make tasks easier (fewer distractors and conditions, clearer requests).",
-    }.get(direction or "", "make outcomes vary more within a seed: partial solutions should be possible.")
-
-
-def _move_difficulty(b: _Builder, direction: str | None) -> bool:
-    assert b.spec is not None
-    d = b.spec.generator.difficulty
-    new = d + 1 if direction == "too_easy" else d - 1 if direction == "too_hard" else d
-    if new == d or not 0 <= new <= 4:
-        return False
-    b.spec = b.spec.model_copy(update={"generator": b.spec.generator.model_copy(update={"difficulty": new})})
-    b.notes.append(f"difficulty {d} -> {new} ({direction})")
-    b.save()
-    return True
-
-
-async def _regenerate(b: _Builder, feedback: str) -> bool:
-    """A new environment after a failure; True when none could be made (give up)."""
-    assert b.spec is not None
-    if b.mode == "target":
-        # the target generator is deterministic: draw other seeds instead (library: an offset off its 32-seed
-        # stride, staying inside the library's fresh range; τ²: another random stream)
-        gen = b.spec.generator
-        shift = 1_000_003 if gen.kind == "tau2_variants" else 8_191
-        b.spec = b.spec.model_copy(update={"generator": gen.model_copy(update={"seed_base": gen.seed_base + shift})})
-        b.notes.append(f"regenerated: seed_base -> {b.spec.generator.seed_base}")
-        b.save()
-        return False
-    problem = await b.from_author(b.spec.generator.difficulty, feedback)
-    if problem:
-        b.notes.append(problem)
-        return True
-    problem = await b.materialize()
-    if problem:
-        b.notes.append(problem)
-    return False
-
-
-def _leak_check(ctx: _Context, b: _Builder, env: CapabilityEnvironment) -> leakmod.LeakReport:
-    assert b.spec is not None
-    texts = {
-        SPEC_FILE: b.spec.model_dump_json(),
-        "system prompt (hinted)": env.system_prompt(hinted=True),
-    }
-    if b.code:
-        texts[GENERATOR_FILE] = b.code
-    for path in b.files.author_prompts():
-        texts[str(path.relative_to(b.folder))] = path.read_text()
-    tasks: list[Task] = []
-    for split in ("train", "test"):
-        for seed in list(b.spec.splits.seeds(split))[: ctx.syn.leak_sample]:
-            try:
-                tasks.append(env.make_task(seed))
-            except UserError:
-                continue
-    return leakmod.check(ctx.index, texts, tasks, task_ids=b.evidence.task_ids)
-
-
-def _write_sample(b: _Builder, env: CapabilityEnvironment) -> None:
-    """Readable extras: the system prompt (with its hint block) and a sample of tasks (author envs keep their pool)."""
-    atomic_write_text(b.files.system_prompt, env.system_prompt(hinted=True) + "\n")
-    if b.mode == "llm":
-        return
-    lines = []
-    for seed in list(env.spec.splits.seeds("train"))[: b.ctx.syn.leak_sample]:
-        try:
-            lines.append(env.make_task(seed).model_dump_json())
-        except UserError:
-            continue
-    atomic_write_text(b.files.tasks_sample, "\n".join(lines) + "\n")
-
-
-def _store_rollouts(folder: Path, attempt: int, result: CalibrationResult) -> None:
-    store = JsonlStore(EnvLayout(folder).calibration_trajectories)
-    records = []
-    for r in result.rollouts:
-        r.trajectory.metadata.update({"attempt": attempt, "shaped_reward": r.reward, "success": r.success})
-        records.append(r.trajectory.model_copy(update={"id": f"{r.trajectory.id}@{attempt}"}))
-    store.append(records)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The `rollout_func` given to TRL's GRPOTrainer, and the one-row-per-seed dataset it reads.
 
-Contract with trl==1.16.0 (measured; `tests/train/test_rollout_contract.py` pins it):
+Contract with trl==1.16.0 (measured; `tests/training/test_rollout_contract.py` pins it):
 - `rollout_func(prompts, trainer)` gets each dataset prompt already repeated `num_generations` times, consecutively
   (TRL's docstring says "no duplication"; the code duplicates) and must return exactly one completion per entry;
 - the returned `prompt_ids` replace the dataset prompt for the loss, so re-sampled seeds and hint-stripped prompts

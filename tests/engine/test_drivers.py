@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from train_toy import DONE, RED, ScriptedSampler, ToyEnv
+from tests.training.train_toy import DONE, RED, ScriptedSampler, ToyEnv
 
 from trace_rl.engine.episode import EpisodeLimits
 from trace_rl.engine.text_driver import Agent, EpisodeSpec, run_episode

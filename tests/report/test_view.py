@@ -6,13 +6,12 @@ import asyncio
 import io
 
 from rich.console import Console
+from tests.rollout.toy import ToyPolicy
 
 from trace_rl.artifacts.store import JsonlStore
 from trace_rl.engine.plan import plan_jobs
 from trace_rl.engine.runner import EpisodeFactory, run_rollout
 from trace_rl.report.view import ViewFilter, view
-
-from .toy import ToyPolicy
 
 
 def outcome(task: str, trial: int) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from train_toy import ScriptedSampler, ToyEnv, alternating
+from tests.training.train_toy import ScriptedSampler, ToyEnv, alternating
 from transformers import TrainerCallback
 
 from trace_rl.artifacts.store import RunDir

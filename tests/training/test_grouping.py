@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from train_toy import BLUE, ScriptedSampler, ToyEnv, alternating
+from tests.training.train_toy import BLUE, ScriptedSampler, ToyEnv, alternating
 
 from trace_rl.engine.episode import EpisodeLimits
 from trace_rl.engine.token_driver import EpisodeResult, EpisodeRunner

@@ -12,7 +12,7 @@ import json
 
 import pytest
 import torch
-from train_toy import BLUE, RED, ScriptedSampler, ToyEnv, alternating
+from tests.training.train_toy import BLUE, RED, ScriptedSampler, ToyEnv, alternating
 
 from trace_rl.config.train import TrainConfig
 from trace_rl.training.trl_backend import TRLBackend

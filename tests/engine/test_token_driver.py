@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from train_toy import BLUE, DONE, RED, ScriptedSampler, ToyEnv, alternating
+from tests.training.train_toy import BLUE, DONE, RED, ScriptedSampler, ToyEnv, alternating
 
 from trace_rl.engine.chat_codec import PrefixError, check_prefix_preserving
 from trace_rl.engine.episode import EpisodeLimits

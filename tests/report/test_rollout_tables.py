@@ -7,13 +7,12 @@ import json
 
 import pytest
 from rich.console import Console
+from tests.rollout.toy import ToyPolicy
 
 from trace_rl.config import TraceConfig
 from trace_rl.errors import UserError
 from trace_rl.report.rollout_tables import report
 from trace_rl.rollout.stage import rollout
-
-from .toy import ToyPolicy
 
 
 def make_run(run_dir):

@@ -7,14 +7,13 @@ import time
 from collections import Counter
 
 import pytest
+from tests.rollout.toy import ToyDomain, ToyPolicy
 
 from trace_rl.artifacts.store import JsonlStore
 from trace_rl.engine.plan import plan_jobs, trial_seeds
 from trace_rl.engine.runner import EpisodeFactory, run_rollout
 from trace_rl.errors import UserError
 from trace_rl.types import TerminationReason, Trajectory
-
-from .toy import ToyDomain, ToyPolicy
 
 
 def factory(domain: ToyDomain, policy: ToyPolicy, **kw) -> EpisodeFactory:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from train_toy import ToyEnv
+from tests.training.train_toy import ToyEnv
 
 from trace_rl.config.train import TrainConfig
 from trace_rl.training.trl_backend import TRLBackend
