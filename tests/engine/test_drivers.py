@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from tests.training.train_toy import DONE, RED, ScriptedSampler, ToyEnv
 
 from trace_rl.engine.episode import EpisodeLimits
 from trace_rl.engine.text_driver import Agent, EpisodeSpec, run_episode
-from trace_rl.engine.token_driver import EpisodeRequest, EpisodeResult, EpisodeRunner
+from trace_rl.engine.token_driver import EpisodeRequest, EpisodeResult, EpisodeRunner, require_scored
 from trace_rl.envs.users import ScriptedUser
 from trace_rl.errors import InfraError
 from trace_rl.models.scripted import ScriptedClient
@@ -131,7 +132,10 @@ def test_a_user_infrastructure_failure_is_infra_error_in_both(codec, tokenizer):
     assert text.termination == tokens.termination == TerminationReason.INFRA_ERROR
     assert text.errors == tokens.errors and [e.kind for e in text.errors] == ["infra"]
     assert text.is_infra_failure and text.reward_info is None  # not scored: the rollout retries it
-    assert tokens.score is None and tokens.reward == 0.0
+    assert tokens.score is None and tokens.infra_error == text.infra_error is not None
+    assert tokens.trajectory(env="toy", split="train", trial=0).is_infra_failure
+    with pytest.raises(InfraError, match="1 of 1 episodes failed on infrastructure"):
+        require_scored([tokens])  # training and its held-out evaluation refuse an unscored episode
 
 
 def test_the_wall_clock_limit_applies_to_both(codec, tokenizer):

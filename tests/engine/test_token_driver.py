@@ -70,7 +70,7 @@ def test_truncated_turn_gets_closed_by_masked_tokens(codec, tokenizer):
     assert tokenizer.decode(bridge[:1]) == "<|im_end|>" and res.env_mask[len(first)] == 0
 
 
-def test_episode_budget_ends_episode(codec, tokenizer):
+def test_max_turns_ends_the_episode(codec, tokenizer):
     (res,), _ = run(
         codec,
         tokenizer,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from trace_rl.engine.episode import EpisodeLimits
 from trace_rl.engine.text_driver import Agent, EpisodeSpec, run_episode
 from trace_rl.envs.base import ToolkitEnvironment
 from trace_rl.envs.toolkit import DB, ToolKit, ToolType, tool
@@ -131,7 +132,7 @@ def test_max_steps_scores_zero():
     traj = run(
         msgs,
         ["hi"],
-        limits=__import__("trace_rl.engine.episode", fromlist=["EpisodeLimits"]).EpisodeLimits(max_steps=5),
+        limits=EpisodeLimits(max_steps=5),
     )
     assert traj.termination == TerminationReason.MAX_STEPS and traj.reward == 0.0
 

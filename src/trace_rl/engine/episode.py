@@ -16,8 +16,9 @@ them. A prompt longer than the model's context is the agent's failure (AGENT_ERR
 
 Where the two loops this replaces disagreed, the stricter rule won, in both drivers: an exception raised by the user
 simulator is a USER_ERROR record (the text loop let it escape and crash the episode), an `InfraError` is data (the token
-loop let it escape and crash the batch), and the wall-clock timeout applies to training episodes too (the token loop
-had none). `UserError` (a systemic problem, not one episode's) still propagates.
+loop let it escape and crash the batch), and the token driver honours a wall-clock timeout too (the token loop had none;
+training sets none, and a batch's episodes share one clock). `UserError` (a systemic problem, not one episode's)
+still propagates.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from trace_rl.engine.chat_codec import ChatCodec
 from trace_rl.engine.episode import Episode, EpisodeLimits, Speaker
 from trace_rl.engine.prompt import training_prompt
+from trace_rl.errors import InfraError
 from trace_rl.models.toolcall_parse import parse_completion
 from trace_rl.types import EpisodeScore, ErrorRecord, Message, Task, TerminationReason, Trajectory
 
@@ -109,6 +110,7 @@ class EpisodeResult:
     termination: TerminationReason | None = None
     score: EpisodeScore | None = None
     errors: list[ErrorRecord] = field(default_factory=list)
+    infra_error: str | None = None  # set when the episode ended on an infrastructure failure (then `score` is None)
     tag: str = ""
 
     @property
@@ -140,6 +142,7 @@ class EpisodeResult:
             success=self.success,
             termination=self.termination,
             errors=self.errors,
+            infra_error=self.infra_error,
             capability=capability,
             metadata={
                 "hinted": self.hinted,
@@ -299,6 +302,7 @@ class EpisodeRunner:
         res.messages, res.termination, res.errors = episode.messages, episode.termination, episode.errors
         scorer = functools.partial(self.train_env.score, episode.env, episode.task, episode.messages, res.termination)
         res.score = await episode.score(scorer)
+        res.infra_error = episode.infra_error
         if not res.prompt_ids:  # the episode ended before the agent spoke: one masked token keeps TRL happy
             res.prompt_ids = res.base_prompt_ids = self.codec.prompt_ids(
                 ep.base_prompt.messages(episode.agent_view()), ep.tools
@@ -307,6 +311,18 @@ class EpisodeRunner:
             stop_id = min(sampler.stop_ids) if sampler.stop_ids else 0
             res.completion_ids, res.env_mask, res.logprobs = [stop_id], [0], [0.0]
         return res
+
+
+def require_scored(results: Sequence[EpisodeResult]) -> list[EpisodeResult]:
+    """`results` when every episode was scored; an `InfraError` when one ended on an infrastructure failure. Training
+    and its held-out evaluation cannot use an unscored episode (its reward would read as 0), and a failing user model
+    or judge is systemic for a batch, so the step fails and resumes from its checkpoint instead."""
+    failed = [r for r in results if r.infra_error is not None]
+    if failed:
+        raise InfraError(
+            "training", f"{len(failed)} of {len(results)} episodes failed on infrastructure: {failed[0].infra_error}"
+        )
+    return list(results)
 
 
 def initial_messages(train_env: EpisodeSource, seed: int, limits: EpisodeLimits) -> list[Message] | None:

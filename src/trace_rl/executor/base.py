@@ -1,7 +1,7 @@
 """The `Executor` protocol: where a stage's episodes and jobs run, behind one interface.
 
 - `episodes(factory, concurrency)`: an async context that yields `(run_episode, slots)`. The rollout engine
-  (`rollout.runner.run_rollout`) keeps everything else — resume, the single JSONL writer, progress, the infra streak —
+  (`engine.runner.run_rollout`) keeps everything else — resume, the single JSONL writer, progress, the infra streak —
   and only awaits `run_episode(job)` for each pending job, with at most `slots` in flight. The local executor runs
   the episode on the engine's own event loop; the Ray executor runs it in a worker actor and awaits the result.
 - `run_jobs(jobs)`: independent jobs (one per capability's training), each asking for CPUs and GPUs; values come back
@@ -14,18 +14,17 @@ directory is the same whichever executor ran the work.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
+from trace_rl.engine.runner import EpisodeExecutor, EpisodeFn
+
 if TYPE_CHECKING:
-    from trace_rl.engine.plan import Job
     from trace_rl.engine.runner import EpisodeFactory
-    from trace_rl.types import Trajectory
 
 T = TypeVar("T")
-EpisodeFn = Callable[["Job"], Awaitable["Trajectory"]]
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,7 @@ class WorkJob(Generic[T]):
 
 
 @runtime_checkable
-class Executor(Protocol):
+class Executor(EpisodeExecutor, Protocol):
     """Where episodes and jobs run (see the module docstring)."""
 
     kind: str

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from trace_rl.engine.runner import in_process
 from trace_rl.executor.base import EpisodeFn, WorkJob
 
 if TYPE_CHECKING:
@@ -19,7 +20,8 @@ class LocalExecutor:
 
     @asynccontextmanager
     async def episodes(self, factory: EpisodeFactory, concurrency: int) -> AsyncIterator[tuple[EpisodeFn, int]]:
-        yield factory.run, concurrency
+        async with in_process(factory, concurrency) as slots:
+            yield slots
 
     def run_jobs(self, jobs: Sequence[WorkJob[Any]]) -> list[Any]:
         return [job.fn() for job in jobs]

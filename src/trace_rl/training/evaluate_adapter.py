@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_rl.engine.sampler import HFSampler
-from trace_rl.engine.token_driver import EpisodeRequest, EpisodeResult, EpisodeRunner
+from trace_rl.engine.token_driver import EpisodeRequest, EpisodeResult, EpisodeRunner, require_scored
 
 
 def summarize(results: list[EpisodeResult], *, label: str, temperature: float) -> dict[str, Any]:
@@ -86,7 +86,7 @@ def evaluate_policy(
     try:
         results: list[EpisodeResult] = []
         for start in range(0, len(requests), batch_size):
-            results.extend(runner.run(requests[start : start + batch_size], sampler))
+            results.extend(require_scored(runner.run(requests[start : start + batch_size], sampler)))
     finally:
         if was_training:
             model.train()

@@ -21,7 +21,7 @@ from typing import Any
 from trace_rl.artifacts.store import JsonlStore
 from trace_rl.engine.episode import EpisodeLimits
 from trace_rl.engine.sampler import TurnSampler
-from trace_rl.engine.token_driver import EpisodeResult, EpisodeRunner, initial_messages
+from trace_rl.engine.token_driver import EpisodeResult, EpisodeRunner, initial_messages, require_scored
 from trace_rl.errors import UserError
 from trace_rl.training.grouping import Group, GroupPlan, SeedTable, collect_groups, split_groups
 from trace_rl.training.protocol import TrainEnv
@@ -100,7 +100,7 @@ class GroupRollout:
         groups = collect_groups(
             seeds,
             self.plan,
-            lambda reqs: self.runner.run(reqs, sampler),
+            lambda reqs: require_scored(self.runner.run(reqs, sampler)),
             step=step,
             hints_available=self.train_env.has_hint(),
         )
