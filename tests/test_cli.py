@@ -158,3 +158,15 @@ def test_manifest_command_line_can_be_retyped():
         "trace-rl rollout r --config c.yaml --split train --split test --fresh",  # defaults are left out
         "trace-rl rollout r --task 't 1' --progress plain --no-html",
     ]
+
+
+def test_headline_prints_a_dash_for_a_bound_that_was_not_computed(tmp_path: Path):
+    from trace_rl.artifacts.evaluation import ArmResult, Comparison, PassKRow
+    from trace_rl.artifacts.store import RunDir
+    from trace_rl.pipeline import headline
+
+    run = RunDir(tmp_path / "r")
+    row = PassKRow(k=1, value=0.5, low=None, high=None)
+    comparison = Comparison(env="library", split="test", tasks=2, trials=1, arms=[ArmResult(name="base", pass_k=[row])])
+    comparison.save(run.comparison)
+    assert headline(run)[1] == "  base   pass^1 0.500 [-, -]"

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from trace_rl.artifacts.adapters import trained_adapters
+from trace_rl.artifacts.adapters import capability_adapters
 from trace_rl.artifacts.evaluation import Comparison
 from trace_rl.artifacts.store import RunDir
 from trace_rl.config import EXECUTOR_STAGES, TraceConfig, executor_with, load_config
@@ -116,6 +116,11 @@ def shared_cluster(cfg: TraceConfig, stages: list[str]) -> Iterator[None]:
         cluster.close()
 
 
+def _num(x: float | None, sign: str = "") -> str:
+    """A headline figure to three places ("-" where it was not computed)."""
+    return "-" if x is None else f"{x:{sign}.3f}"
+
+
 def headline(run: RunDir) -> list[str]:
     """Base vs TRACE on the held-out split, with intervals, from evaluate/comparison.json."""
     if not run.comparison.exists():
@@ -129,9 +134,9 @@ def headline(run: RunDir) -> list[str]:
         if p1 is None:
             lines.append(f"  {arm.name:6s} skipped")
             continue
-        text = f"  {arm.name:6s} pass^1 {p1.value:.3f} [{p1.low:.3f}, {p1.high:.3f}]"
+        text = f"  {arm.name:6s} pass^1 {_num(p1.value)} [{_num(p1.low)}, {_num(p1.high)}]"
         if d1 is not None and arm.name != "base":
-            text += f"   diff to base {d1.value:+.3f} [{d1.low:+.3f}, {d1.high:+.3f}]"
+            text += f"   diff to base {_num(d1.value, '+')} [{_num(d1.low, '+')}, {_num(d1.high, '+')}]"
         lines.append(text)
     skipped = data.details.get("skipped") or {}
     if "trace" in skipped:
@@ -184,7 +189,7 @@ def run_pipeline(
         for stage in stages:
             t0 = time.perf_counter()
             echo(f"── {stage} ──")
-            if stage == "route" and not trained_adapters(run):
+            if stage == "route" and not capability_adapters(run):
                 echo("route: skipped, no trained adapters (every environment needs attention); evaluate runs the base")
                 continue
             _run_one(stage, cfg, run, command, echo)

@@ -145,11 +145,6 @@ def capability_adapters(run: RunLayout) -> dict[str, Path]:
     return {a.name: a.folder for a in run.adapters() if a.is_peft() and a.name != MIX_ADAPTER}
 
 
-def trained_adapters(run: RunLayout) -> list[Path]:
-    """Every adapter folder under adapters/ that holds weights (the `multi` baseline included)."""
-    return [a.folder for a in run.adapters() if a.weights.exists()]
-
-
 def adapters_base_model(run: RunLayout) -> str | None:
     """The base model the run's adapters were trained on (the first train_config.json that names one)."""
     for adapter in run.adapters():
@@ -173,7 +168,6 @@ __all__ = [
     "read_eval",
     "read_metrics",
     "read_train_record",
-    "trained_adapters",
     "write_baseline",
     "write_done",
     "write_eval",
