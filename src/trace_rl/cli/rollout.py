@@ -9,7 +9,7 @@ from typing import Annotated, get_args
 import typer
 
 from trace_rl.artifacts.store import RunDir
-from trace_rl.config import executor_with, load_config
+from trace_rl.config import load_config
 from trace_rl.errors import UserError
 from trace_rl.stage import ProgressMode, StageContext, command_line, run_stage
 
@@ -79,9 +79,10 @@ def rollout_command(
             "rollout.task_limit": task_limit,
             "rollout.temperature": temperature,
             "rollout.max_tokens": max_tokens,
+            "executor.kind": executor,
+            "executor.address": ray_address,
         },
     )
-    cfg.executor = executor_with(cfg.executor, executor, ray_address)  # applies to the whole command, as elsewhere
     if model is not None:
         cfg.rollout.policy = add_model_spec(cfg, model)
     if user_model is not None:

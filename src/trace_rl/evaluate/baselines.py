@@ -41,8 +41,6 @@ from trace_rl.training.protocol import TrainEnv
 from trace_rl.training.selection import run_mix_env
 from trace_rl.types import Task
 
-GRPO_DIR = GRPO_TARGET_DIR
-
 
 def base_train_config(ctx: EvalContext, adapters: dict[str, Path]) -> TrainConfig:
     """The capability adapters' TrainConfig (the first readable one), else defaults on the policy's base model; then
@@ -73,14 +71,18 @@ def matched_config(
     """TrainConfig for a baseline at `total` rollouts: steps matched, no before/after eval, checkpoints on `keep`."""
     base = base_train_config(ctx, adapters)
     steps = matched_steps(total, base.num_generations, base.groups_per_step)
-    update: dict[str, Any] = {"max_steps": steps, "eval": False}
-    wanted = [s for s in (keep or []) if 0 < s < steps]
-    if wanted:
-        update["save_steps"] = reduce(math.gcd, [*wanted, steps])
-    return base.model_copy(update=update)
+    return with_checkpoints(base.model_copy(update={"max_steps": steps, "eval": False}), keep or [])
 
 
-def target_train_env(ctx: EvalContext, name: str = GRPO_DIR) -> TrainEnv:
+def with_checkpoints(tcfg: TrainConfig, keep: list[int]) -> TrainConfig:
+    """`tcfg` saving a checkpoint at every step of `keep` below its last (`save_steps`: their gcd with the last)."""
+    wanted = [s for s in keep if 0 < s < tcfg.max_steps]
+    if not wanted:
+        return tcfg
+    return tcfg.model_copy(update={"save_steps": reduce(math.gcd, [*wanted, tcfg.max_steps])})
+
+
+def target_train_env(ctx: EvalContext, name: str = GRPO_TARGET_DIR) -> TrainEnv:
     """The target's train split as a `TrainEnv`, checked: it has tasks, each with a scripted user to train with."""
     tasks: list[Task] = ctx.train_tasks()
     if not tasks:
@@ -138,11 +140,11 @@ def train_baseline(
 
 
 __all__ = [
-    "GRPO_DIR",
     "base_train_config",
     "curve_steps",
     "matched_config",
     "mix_env",
     "target_train_env",
     "train_baseline",
+    "with_checkpoints",
 ]

@@ -25,6 +25,7 @@ from trace_rl.engine.episode import EpisodeLimits
 from trace_rl.engine.plan import Job, plan_jobs
 from trace_rl.engine.runner import EpisodeFactory, RolloutResult, run_rollout
 from trace_rl.errors import UserError
+from trace_rl.evaluate.budget import AdapterBudget, run_adapter_budget
 from trace_rl.executor.base import Executor
 from trace_rl.messages import first_user_text, system_text
 from trace_rl.models.base import ModelClient, ModelResponse, SamplingParams
@@ -136,10 +137,18 @@ class EvalContext:
     budget_source: str = ""
     echo: Callable[[str], None] = lambda _: None
     executor: Executor | None = None
+    budgets: dict[str, AdapterBudget] = field(default_factory=dict)  # adapter name -> budget, filled on first use
 
     @property
     def split(self) -> str:
         return self.ecfg.split
+
+    def adapter_budget(self, name: str) -> AdapterBudget:
+        """The budget of the run's adapter `name` (`run_adapter_budget`), computed once per evaluate run: it scans the
+        adapter's training trajectories, which do not change while evaluate runs."""
+        if name not in self.budgets:
+            self.budgets[name] = run_adapter_budget(self.run, name)
+        return self.budgets[name]
 
     def store(self, relpath: str) -> JsonlStore:
         return JsonlStore(self.path(relpath))

@@ -15,29 +15,28 @@ invocations stay in the comparison.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from trace_rl.artifacts.adapters import capability_adapters
-from trace_rl.artifacts.evaluation import ArmEntry, BudgetPoint, Comparison, read_arm_index, write_arm_index
+from trace_rl.artifacts.evaluation import ArmEntry, BudgetPoint, Comparison, CurveEntry, read_arm_index, write_arm_index
 from trace_rl.artifacts.store import RunDir, atomic_write_json, atomic_write_text
 from trace_rl.config import TraceConfig
 from trace_rl.config.evaluate import ARMS, EvaluateConfig
 from trace_rl.engine.episode import EpisodeLimits
 from trace_rl.envs.registry import load_domain
 from trace_rl.errors import UserError
-from trace_rl.evaluate.arms import ARMS_BY_NAME, ArmOutput, CurvePoint
-from trace_rl.evaluate.budget import Ledger, run_adapter_budget
+from trace_rl.evaluate.arms import ARMS_BY_NAME
+from trace_rl.evaluate.budget import AdapterBudget, Ledger, run_adapter_budget
 from trace_rl.evaluate.compare import arm_result, markdown_table, summarize_records
 from trace_rl.evaluate.episodes import STAGE, ArmSkipped, EvalContext, check_tasks
 from trace_rl.models.base import ModelClient
 from trace_rl.models.registry import ModelClients
 from trace_rl.models.specs import add_model_spec
 from trace_rl.routing.policy import model_label, policy_model, policy_sampling
-from trace_rl.routing.router import Router
+from trace_rl.routing.router import Router, router_factory
 from trace_rl.stage import StageContext, StageFailed
 from trace_rl.stats import GroupSummary
 
@@ -76,11 +75,13 @@ def build_context(
         user_cfg = cfg.models.get(user_name)
         user_label = (user_cfg.model if user_cfg else "") or user_name
     total, source = ecfg.budget, "--budget"
+    budgets: dict[str, AdapterBudget] = {}
     if total is None:
-        budgets = [run_adapter_budget(run, n) for n in capability_adapters(run)]
-        total = sum(b.rollouts for b in budgets) or None
-        source = "sum over capability adapters: " + ", ".join(f"{b.name}={b.rollouts} ({b.source})" for b in budgets)
-    factory = router if router is None or not hasattr(router, "route") else (lambda _spec, _r=router: _r)
+        budgets = {n: run_adapter_budget(run, n) for n in capability_adapters(run)}
+        total = sum(b.rollouts for b in budgets.values()) or None
+        source = "sum over capability adapters: " + ", ".join(
+            f"{b.name}={b.rollouts} ({b.source})" for b in budgets.values()
+        )
     from trace_rl.executor import make_executor
 
     executor = make_executor(cfg.executor, STAGE)
@@ -102,19 +103,20 @@ def build_context(
         user_client=user_client,
         user_label=user_label,
         clients=clients,
-        router_factory=factory,
+        router_factory=None if router is None else router_factory(router),
         backend=backend,
         reflection_lm=reflection_lm,
         total_budget=total,
         budget_source=source,
         echo=echo,
         executor=executor,
+        budgets=budgets,
     )
 
 
-def _save_output(run: RunDir, out: ArmOutput) -> None:
+def _save_output(run: RunDir, out: ArmEntry) -> None:
     index = read_arm_index(run.evaluate)
-    index.arms[out.name] = ArmEntry.model_validate(dataclasses.asdict(out))
+    index.arms[out.name] = out
     index.skipped.pop(out.name, None)
     write_arm_index(run.evaluate, index)
 
@@ -140,7 +142,7 @@ def _group(ctx: EvalContext, relpath: str, trials: int, split: str | None = None
     )
 
 
-def _point(ctx: EvalContext, point: CurvePoint) -> BudgetPoint | None:
+def _point(ctx: EvalContext, point: CurveEntry) -> BudgetPoint | None:
     group = _group(ctx, point.relpath, point.trials)
     first = group.pass_k[0] if group.pass_k else None
     if first is None or first.value != first.value:  # NaN: nothing scored yet
@@ -152,10 +154,7 @@ def compile_comparison(ctx: EvalContext, *, command: str | None = None) -> tuple
     """`evaluate/comparison.json` from every arm evaluated so far (this invocation or earlier ones)."""
     e = ctx.ecfg
     index = read_arm_index(ctx.run.evaluate)
-    outputs = {
-        n: ArmOutput(**{**o.model_dump(), "curve": [CurvePoint(**c.model_dump()) for c in o.curve]})
-        for n, o in index.arms.items()
-    }
+    outputs = index.arms
     skipped: dict[str, str] = dict(index.skipped)
     base_out = outputs.get("base")
     base = _group(ctx, base_out.relpath, e.trials) if base_out else None
@@ -186,7 +185,7 @@ def compile_comparison(ctx: EvalContext, *, command: str | None = None) -> tuple
             b = base.pass_k[0]
             curve.append(BudgetPoint(arm=name, budget=0, value=b.value, low=b.low, high=b.high))
         curve.extend(p for p in (_point(ctx, c) for c in out.curve) if p is not None)
-        whole = _point(ctx, CurvePoint(name, out.budget, out.relpath, e.trials))
+        whole = _point(ctx, CurveEntry(arm=name, budget=out.budget, relpath=out.relpath, trials=e.trials))
         if whole is not None:
             curve.append(whole)
     ledger = Ledger(trace_total=ctx.total_budget, trace_source=ctx.budget_source)

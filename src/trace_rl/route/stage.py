@@ -33,7 +33,7 @@ from trace_rl.route.accuracy import (
     task_key,
 )
 from trace_rl.routing.policy import model_label, policy_model, policy_sampling
-from trace_rl.routing.router import Router, make_router
+from trace_rl.routing.router import Router, make_router, router_factory
 from trace_rl.routing.spec import spec_from_run
 from trace_rl.stage import StageContext
 
@@ -145,12 +145,7 @@ def run_route(
 
         user_name = add_model_spec(cfg, user_name)
     try:
-        if router is None:
-            active: Router = make_router(spec, clients[name], model_cfg)
-        elif callable(router) and not hasattr(router, "route"):
-            active = router(spec)
-        else:
-            active = router  # type: ignore[assignment]
+        active = make_router(spec, clients[name], model_cfg) if router is None else router_factory(router)(spec)
         user_client = clients[user_name] if user_name else None
         stage_cfg = {**rcfg.model_dump(mode="json"), "policy": label}
         with run.stage(STAGE, stage_cfg, command=command) as record:

@@ -246,6 +246,14 @@ def make_router(spec: RouterSpec, client: Any, model_cfg: ModelConfig | None) ->
     )
 
 
+def router_factory(router: Router | Callable[[RouterSpec], Router]) -> Callable[[RouterSpec], Router]:
+    """A factory of routers from a `RouterSpec`: `router` itself when it is one (no `route` method), else one that
+    always returns the given router (the injection point of the route and evaluate stages)."""
+    if hasattr(router, "route"):
+        return lambda _spec, _r=router: _r  # type: ignore[misc]
+    return router  # type: ignore[return-value]
+
+
 def decide(router: Router, text: str, system: str | None = None) -> RouteDecision:
     """A decision with scores when the router gives them (`LabelLogitRouter.decide`), else just the name."""
     fn = getattr(router, "decide", None)
@@ -266,4 +274,5 @@ __all__ = [
     "api_root",
     "decide",
     "make_router",
+    "router_factory",
 ]

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from trace_rl.artifacts.adapters import is_done
-from trace_rl.artifacts.layout import ENVS_DIR, STATUS_FILE
+from trace_rl.artifacts.layout import ENVS_DIR, MIX_ADAPTER, STATUS_FILE
 from trace_rl.artifacts.store import RunDir
 from trace_rl.config import ExecutorConfig, TraceConfig
 from trace_rl.config.train import TrainConfig
@@ -35,7 +35,7 @@ from trace_rl.training.backends import make_backend
 from trace_rl.training.envs import MixTrainEnv
 from trace_rl.training.launcher import SUBJOB_ENV, train_job
 from trace_rl.training.protocol import AdapterResult, TrainEnv, TrainerBackend
-from trace_rl.training.selection import MIX_NAME, select_envs
+from trace_rl.training.selection import select_envs
 
 STAGE = "train"
 
@@ -69,7 +69,7 @@ def run_train(
                 record.summary = {"trained": [], "skipped_not_ready": [f"{n} ({s})" for n, s in skipped]}
         return []
     if mix:
-        chosen = {MIX_NAME: MixTrainEnv(MIX_NAME, list(chosen.values()))}
+        chosen = {MIX_ADAPTER: MixTrainEnv(MIX_ADAPTER, list(chosen.values()))}
     backend = backend or make_backend(cfg.backend)
     results: list[AdapterResult] = []
 

@@ -81,14 +81,13 @@ def result_from_folder(job: AdapterJob) -> AdapterResult:
     done = read_done(adapter)
     if done is None:
         raise UserError(f"no {adapter.done}: the training of '{job.name}' finished without marking the adapter done")
-    summary = done.model_dump(mode="json")
     return AdapterResult(
         capability=job.name,
         adapter_dir=job.adapter_dir,
-        steps=int(summary.get("steps") or 0),
-        resumed_from=summary.get("resumed_from"),
-        wall_s=float(summary.get("wall_s") or 0.0),
-        summary=summary,
+        steps=done.steps or 0,
+        resumed_from=done.resumed_from,
+        wall_s=done.wall_s,
+        summary=done.model_dump(mode="json"),
     )
 
 

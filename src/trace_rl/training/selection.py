@@ -19,8 +19,6 @@ from trace_rl.errors import UserError
 from trace_rl.training.envs import MixTrainEnv, library_family_env
 from trace_rl.training.protocol import TrainEnv
 
-MIX_NAME = MIX_ADAPTER
-
 
 def load_synthesized_env(folder: Path) -> TrainEnv:
     """The capability environment synthesized in `folder`."""
@@ -82,7 +80,7 @@ def run_mix_env(run_root: Path) -> MixTrainEnv:
     if not chosen:
         why = ", ".join(f"{n}: {s}" for n, s in skipped) or "no envs/ folder"
         raise UserError(f"no calibrated capability environment to mix ({why})")
-    return MixTrainEnv(MIX_NAME, list(chosen.values()))
+    return MixTrainEnv(MIX_ADAPTER, list(chosen.values()))
 
 
-__all__ = ["MIX_NAME", "env_from_spec", "load_synthesized_env", "run_envs", "run_mix_env", "select_envs"]
+__all__ = ["env_from_spec", "load_synthesized_env", "run_envs", "run_mix_env", "select_envs"]

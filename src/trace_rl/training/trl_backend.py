@@ -16,9 +16,9 @@ Where it departs, and the switch for the other behaviour:
 - group filtering on the success label by default and dynamic re-sampling (released code), see `grouping.py`;
 - hints (released code) only with `hint_fraction > 0` or an environment that sets its own fraction.
 
-Generation uses the trainer's own PEFT model through `sampler.HFSampler` (CPU or GPU); the vLLM seam is documented in
-`sampler.py`. One process or several via `accelerate launch -m trace_rl.cli.train ...` (G must be a multiple of the
-process count, so that no group is split across processes).
+Generation uses the trainer's own PEFT model through `trace_rl.engine.sampler.HFSampler` (CPU or GPU); the vLLM seam
+is documented in `engine/sampler.py`. One process or several via `accelerate launch -m trace_rl.cli.train ...` (G must
+be a multiple of the process count, so that no group is split across processes).
 
 `TRLBackend.train` reads as its steps (`GRPORun`): prepare the device, load the policy, build the dataset, build the
 trainer, write the training config, evaluate the base model, train (resuming from the newest complete checkpoint),

@@ -2,7 +2,7 @@
 
 The trainer passes the task to every call and scores on the live environment; this adapter forwards to
 `CapabilityEnvironment` and takes the final DB from the live environment (no replay). `load_train_env(folder)` is
-what `trace_rl.training.envs.load_synthesized_env` looks up first.
+what `trace_rl.training.selection.load_synthesized_env` returns for a synthesized environment's folder.
 """
 
 from __future__ import annotations

@@ -12,16 +12,16 @@ what it consumed to be built (its rollout budget) and its score-vs-budget points
 | single_best      | the one capability adapter that scores best without the test   | that adapter's              |
 | multi_capability | one adapter on a uniform mix of all capability environments    | = TRACE (matched steps)     |
 
-A new arm is a module with `NAME` and `run(ctx) -> ArmOutput`, listed in `ARM_MODULES` (and its name in the evaluate
+A new arm is a module with `NAME` and `run(ctx) -> ArmEntry`, listed in `ARM_MODULES` (and its name in the evaluate
 config's `ARMS`, which a test keeps equal to this registry).
 """
 
 from __future__ import annotations
 
 from trace_rl.evaluate.arms import base, gepa, grpo_target, multi_capability, single_best, trace
-from trace_rl.evaluate.arms.common import ArmFunction, ArmOutput, CurvePoint
+from trace_rl.evaluate.arms.common import ArmFunction
 
 ARM_MODULES = (base, trace, grpo_target, gepa, single_best, multi_capability)
 ARMS_BY_NAME: dict[str, ArmFunction] = {module.NAME: module.run for module in ARM_MODULES}
 
-__all__ = ["ARMS_BY_NAME", "ARM_MODULES", "ArmFunction", "ArmOutput", "CurvePoint"]
+__all__ = ["ARMS_BY_NAME", "ARM_MODULES", "ArmFunction"]

@@ -1,50 +1,22 @@
-"""What every arm shares: its output record (`ArmOutput`, with its score-vs-budget points), the file it plays into
-(`arm_path`), the claim on that file (`claim`: two different agents never mix in one file), and the evaluation of a
-single adapter (`adapter_arm`)."""
+"""What every arm shares: its signature (`ArmFunction`, returning the `ArmEntry` recorded in `evaluate/arms.json`,
+with its score-vs-budget `CurveEntry` points), the claim on the file it plays into (`claim`: two different agents never
+mix in one file), and the evaluation of a single adapter (`adapter_arm`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trace_rl.artifacts.adapters import read_done
 from trace_rl.artifacts.environments import env_states
-from trace_rl.artifacts.evaluation import read_episode_claims, write_episode_claims
+from trace_rl.artifacts.evaluation import ArmEntry, read_episode_claims, write_episode_claims
 from trace_rl.artifacts.layout import ENVS_DIR, STATUS_FILE, AdapterLayout, EvaluateLayout, RunLayout
 from trace_rl.errors import UserError
 from trace_rl.evaluate.budget import AdapterBudget
 from trace_rl.evaluate.episodes import ArmSkipped, EvalContext
 
-
-@dataclass
-class CurvePoint:
-    """One score-vs-budget point: the agent of `arm` after `budget` rollouts, evaluated into `relpath`."""
-
-    arm: str
-    budget: int
-    relpath: str
-    trials: int
-    label: str = ""
-
-
-@dataclass
-class ArmOutput:
-    name: str
-    relpath: str
-    budget: int = 0
-    adapters: list[str] = field(default_factory=list)
-    description: str = ""
-    details: dict[str, Any] = field(default_factory=dict)
-    curve: list[CurvePoint] = field(default_factory=list)
-
-
-ArmFunction = Callable[[EvalContext], ArmOutput]
-
-
-def arm_path(name: str) -> str:
-    return EvaluateLayout.arm(name)
+ArmFunction = Callable[[EvalContext], ArmEntry]
 
 
 def claim(ctx: EvalContext, relpath: str, identity: dict[str, Any]) -> None:
@@ -96,15 +68,15 @@ def adapter_arm(
     budget: AdapterBudget,
     desc: str,
     details: dict[str, Any],
-) -> ArmOutput:
+) -> ArmEntry:
     """Arm `name`: one adapter for every task, evaluated into the arm's file."""
     ctx.ensure_adapter(adapter, folder)
-    relpath = arm_path(name)
+    relpath = EvaluateLayout.arm(name)
     claim(ctx, relpath, ctx.identity(arm=name, adapter=adapter, adapter_stamp=adapter_stamp(folder)))
     ctx.evaluate(name, relpath, adapter=adapter, metadata={"arm": name})
-    return ArmOutput(
-        name,
-        relpath,
+    return ArmEntry(
+        name=name,
+        relpath=relpath,
         budget=budget.rollouts,
         adapters=[adapter],
         description=desc,
@@ -114,11 +86,8 @@ def adapter_arm(
 
 __all__ = [
     "ArmFunction",
-    "ArmOutput",
-    "CurvePoint",
     "adapter_arm",
     "adapter_stamp",
-    "arm_path",
     "claim",
     "need_budget",
     "why_no_adapters",

@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from trace_rl.artifacts.capabilities import read_capabilities
+from trace_rl.artifacts.evaluation import ArmEntry, CurveEntry
 from trace_rl.artifacts.layout import GEPA_EPISODES, GEPA_LOG, GEPA_RESULT, EvaluateLayout
 from trace_rl.artifacts.router import BASE, read_router
 from trace_rl.artifacts.store import atomic_write_json, read_json
 from trace_rl.engine.plan import Job
-from trace_rl.evaluate.arms.common import ArmOutput, CurvePoint, arm_path, claim, need_budget
+from trace_rl.evaluate.arms.common import claim, need_budget
 from trace_rl.evaluate.episodes import ArmSkipped, EvalContext
 from trace_rl.evaluate.gepa_adapter import TraceGEPAAdapter, candidate_key, reflection_callable, render_capabilities
 from trace_rl.models.specs import add_model_spec
@@ -136,7 +137,7 @@ def best_within(saved: dict[str, Any], limit: int) -> int:
     return max(found, key=lambda i: (saved["val_aggregate_scores"][i], -i))
 
 
-def run(ctx: EvalContext) -> ArmOutput:
+def run(ctx: EvalContext) -> ArmEntry:
     seed = seed_candidate(ctx)
     if not seed:
         where = ctx.run.capabilities.relative_to(ctx.run.root)
@@ -144,14 +145,14 @@ def run(ctx: EvalContext) -> ArmOutput:
     budget = ctx.ecfg.gepa.budget or need_budget(ctx)
     saved = run_gepa(ctx, seed, budget)
     best = saved["best_candidate"]
-    relpath = arm_path(NAME)
+    relpath = EvaluateLayout.arm(NAME)
     claim(ctx, relpath, ctx.identity(arm=NAME, candidate=candidate_key(best)))
     ctx.evaluate(
         NAME, relpath, system_suffix=render_capabilities(best), metadata={"arm": NAME, "candidate": candidate_key(best)}
     )
-    out = ArmOutput(
-        NAME,
-        relpath,
+    out = ArmEntry(
+        name=NAME,
+        relpath=relpath,
         budget=int(saved["rollouts_charged"]),
         description="The base model with GEPA-optimised capability descriptions appended to its system prompt.",
         details={
@@ -177,7 +178,7 @@ def run(ctx: EvalContext) -> ArmOutput:
     return out
 
 
-def candidate_curve(ctx: EvalContext, saved: dict[str, Any], budget: int, relpath: str) -> list[CurvePoint]:
+def candidate_curve(ctx: EvalContext, saved: dict[str, Any], budget: int, relpath: str) -> list[CurveEntry]:
     """One point per budget fraction: the best candidate GEPA had found within that many metric calls."""
     best = saved["best_candidate"]
     points = []
@@ -197,5 +198,7 @@ def candidate_curve(ctx: EvalContext, saved: dict[str, Any], budget: int, relpat
                 system_suffix=render_capabilities(cand),
                 metadata={"arm": NAME, "candidate": candidate_key(cand)},
             )
-        points.append(CurvePoint(NAME, limit, point, ctx.ecfg.curve.trials, f"candidate {idx}"))
+        points.append(
+            CurveEntry(arm=NAME, budget=limit, relpath=point, trials=ctx.ecfg.curve.trials, label=f"candidate {idx}")
+        )
     return points

@@ -8,9 +8,16 @@ import functools
 from typing import Any
 
 from trace_rl.artifacts.adapters import capability_adapters, is_done
-from trace_rl.artifacts.layout import EvaluateLayout
-from trace_rl.evaluate.arms.common import ArmOutput, CurvePoint, adapter_arm, adapter_stamp, claim, need_budget
-from trace_rl.evaluate.baselines import GRPO_DIR, curve_steps, matched_config, target_train_env, train_baseline
+from trace_rl.artifacts.evaluation import ArmEntry, CurveEntry
+from trace_rl.artifacts.layout import GRPO_TARGET_DIR, EvaluateLayout
+from trace_rl.evaluate.arms.common import adapter_arm, adapter_stamp, claim, need_budget
+from trace_rl.evaluate.baselines import (
+    curve_steps,
+    matched_config,
+    target_train_env,
+    train_baseline,
+    with_checkpoints,
+)
 from trace_rl.evaluate.budget import adapter_budget
 from trace_rl.evaluate.episodes import ArmSkipped, EvalContext
 from trace_rl.training.checkpoints import kept_checkpoints
@@ -19,27 +26,31 @@ from trace_rl.training.envs import domain_split_env
 NAME = "grpo_target"
 
 
-def run(ctx: EvalContext) -> ArmOutput:
-    adapter, work = ctx.run.evaluate.baseline(GRPO_DIR)
-    adapter_dir, work_dir, keep_dir = adapter.folder, work.folder, ctx.run.evaluate.baseline_checkpoints(GRPO_DIR)
+def run(ctx: EvalContext) -> ArmEntry:
+    adapter, work = ctx.run.evaluate.baseline(GRPO_TARGET_DIR)
+    adapter_dir, work_dir, keep_dir = (
+        adapter.folder,
+        work.folder,
+        ctx.run.evaluate.baseline_checkpoints(GRPO_TARGET_DIR),
+    )
     matched: dict[str, Any] = {}
     if not is_done(adapter_dir):
         if not ctx.ecfg.train_baselines:
             raise ArmSkipped(f"no GRPO-on-target adapter in {adapter_dir} and train_baselines is off")
         total = need_budget(ctx)
-        probe = matched_config(ctx, capability_adapters(ctx.run), total)
-        keep = curve_steps(probe.max_steps, ctx.ecfg.curve.fractions) if ctx.ecfg.curve.enabled else []
-        tcfg = matched_config(ctx, capability_adapters(ctx.run), total, keep)
-        recipe = functools.partial(domain_split_env, GRPO_DIR, ctx.cfg.env, "train")
+        tcfg = matched_config(ctx, capability_adapters(ctx.run), total)
+        keep = curve_steps(tcfg.max_steps, ctx.ecfg.curve.fractions) if ctx.ecfg.curve.enabled else []
+        tcfg = with_checkpoints(tcfg, keep)
+        recipe = functools.partial(domain_split_env, GRPO_TARGET_DIR, ctx.cfg.env, "train")
         train_baseline(
             ctx, target_train_env(ctx), tcfg, adapter_dir, work_dir, recipe=recipe, keep_dir=keep_dir, keep=keep
         )
         matched = {"target_total": total, "steps": tcfg.max_steps}
-    budget = adapter_budget(GRPO_DIR, adapter_dir, work_dir)
+    budget = adapter_budget(GRPO_TARGET_DIR, adapter_dir, work_dir)
     out = adapter_arm(
         ctx,
         NAME,
-        GRPO_DIR,
+        GRPO_TARGET_DIR,
         adapter_dir,
         budget,
         "One adapter trained with GRPO directly on the target's train split, same rollout budget.",
@@ -50,7 +61,7 @@ def run(ctx: EvalContext) -> ArmOutput:
         for step, folder in kept_checkpoints(keep_dir).items():
             if step not in wanted:
                 continue
-            name = f"{GRPO_DIR}_step{step}"
+            name = f"{GRPO_TARGET_DIR}_step{step}"
             ctx.ensure_adapter(name, folder)
             point = EvaluateLayout.curve(NAME, step)
             claim(ctx, point, ctx.identity(arm=NAME, adapter=name, adapter_stamp=adapter_stamp(folder)))
@@ -61,5 +72,13 @@ def run(ctx: EvalContext) -> ArmOutput:
                 adapter=name,
                 metadata={"arm": NAME, "step": step},
             )
-            out.curve.append(CurvePoint(NAME, budget.until(step), point, ctx.ecfg.curve.trials, f"step {step}"))
+            out.curve.append(
+                CurveEntry(
+                    arm=NAME,
+                    budget=budget.until(step),
+                    relpath=point,
+                    trials=ctx.ecfg.curve.trials,
+                    label=f"step {step}",
+                )
+            )
     return out

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from trace_rl.artifacts.adapters import capability_adapters, read_eval
+from trace_rl.artifacts.evaluation import ArmEntry
 from trace_rl.artifacts.layout import EVAL_AFTER_FILE, EVAL_BEFORE_FILE, AdapterLayout, EvaluateLayout
-from trace_rl.evaluate.arms.common import ArmOutput, adapter_arm, adapter_stamp, claim, why_no_adapters
-from trace_rl.evaluate.budget import run_adapter_budget
+from trace_rl.evaluate.arms.common import adapter_arm, adapter_stamp, claim, why_no_adapters
 from trace_rl.evaluate.episodes import ArmSkipped, EvalContext
 
 NAME = "single_best"
@@ -26,7 +26,7 @@ def success_and_reward(ctx: EvalContext, relpath: str) -> tuple[float, float]:
     )
 
 
-def run(ctx: EvalContext) -> ArmOutput:
+def run(ctx: EvalContext) -> ArmEntry:
     adapters = capability_adapters(ctx.run)
     if not adapters:
         raise ArmSkipped(f"no trained capability adapters ({why_no_adapters(ctx.run)})")
@@ -88,7 +88,7 @@ def run(ctx: EvalContext) -> ArmOutput:
         NAME,
         best,
         adapters[best],
-        run_adapter_budget(ctx.run, best),
+        ctx.adapter_budget(best),
         f"The single capability adapter '{best}' for every task (chosen by {how.select}).",
         details,
     )

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from trace_rl.artifacts.adapters import capability_adapters
+from trace_rl.artifacts.evaluation import ArmEntry, CurveEntry
 from trace_rl.artifacts.layout import AdapterLayout, EvaluateLayout
 from trace_rl.artifacts.router import BASE, RouterSpec, read_router
 from trace_rl.errors import UserError
-from trace_rl.evaluate.arms.common import ArmOutput, CurvePoint, adapter_stamp, arm_path, claim, why_no_adapters
-from trace_rl.evaluate.budget import run_adapter_budget
+from trace_rl.evaluate.arms.common import adapter_stamp, claim, why_no_adapters
 from trace_rl.evaluate.episodes import ArmSkipped, EvalContext, RoutedClient
 from trace_rl.routing.router import Router, make_router
 from trace_rl.routing.spec import make_options, spec_from_run
@@ -63,13 +63,13 @@ def route_counts(ctx: EvalContext, relpath: str) -> dict[str, int]:
     return counts
 
 
-def run(ctx: EvalContext) -> ArmOutput:
+def run(ctx: EvalContext) -> ArmEntry:
     spec = trace_spec(ctx)
     names = [n for n in spec.names if n != BASE]
     for name, path in spec.adapters.items():
         ctx.ensure_adapter(name, path)
-    budgets = {n: run_adapter_budget(ctx.run, n) for n in names}
-    relpath = arm_path(NAME)
+    budgets = {n: ctx.adapter_budget(n) for n in names}
+    relpath = EvaluateLayout.arm(NAME)
     identity = ctx.identity(
         arm=NAME,
         router=spec.model_dump(mode="json", exclude={"created_at"}),
@@ -78,9 +78,9 @@ def run(ctx: EvalContext) -> ArmOutput:
     claim(ctx, relpath, identity)
     routed = RoutedClient(ctx.client, build_router(ctx, spec), allowed=set(spec.names))
     ctx.evaluate(NAME, relpath, router=routed, metadata={"arm": NAME})
-    out = ArmOutput(
-        NAME,
-        relpath,
+    out = ArmEntry(
+        name=NAME,
+        relpath=relpath,
         budget=sum(b.rollouts for b in budgets.values()),
         adapters=names,
         description="Routed adapters: the frozen base model picks one adapter (or base) per task from the first user "
@@ -103,7 +103,7 @@ def run(ctx: EvalContext) -> ArmOutput:
 
 def capability_curve(
     ctx: EvalContext, spec: RouterSpec, names: list[str], identity: dict[str, Any], budgets: dict[str, Any]
-) -> list[CurvePoint]:
+) -> list[CurveEntry]:
     """One point per prefix of the capabilities: the router over the first m of them, at their summed budget."""
     points = []
     for m in range(1, len(names)):
@@ -119,5 +119,7 @@ def capability_curve(
             metadata={"arm": NAME, "capabilities": names[:m]},
         )
         budget = sum(budgets[n].rollouts for n in names[:m])
-        points.append(CurvePoint(NAME, budget, point, ctx.ecfg.curve.trials, f"{m} capabilities"))
+        points.append(
+            CurveEntry(arm=NAME, budget=budget, relpath=point, trials=ctx.ecfg.curve.trials, label=f"{m} capabilities")
+        )
     return points
