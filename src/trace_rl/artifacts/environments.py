@@ -143,7 +143,7 @@ class CalibrationAttempt(SpecRecord):
     difficulty: int
     generator: str
     accepted: bool
-    direction: str | None = Field(None, description="too_easy | too_hard | flat when not accepted.")
+    direction: str | None = Field(None, description="too_easy | too_hard | uninformative when not accepted.")
     figures: dict[str, Any] = Field(default_factory=dict, description="mean_reward, success_rate, group counts, ...")
     checks: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="figure -> {value, ok, range | min | max}: the acceptance checks."

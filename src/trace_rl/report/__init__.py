@@ -1,5 +1,5 @@
-"""`report.html` for a run (`html.write_html_report`), its figures (`plots.py`), and the schemas of the route and
-evaluate files it reads (`schemas.py`)."""
+"""`report.html` for a run (`html.write_html_report`), its figures (`plots.py`), reading only
+`trace_rl.artifacts` (the route and evaluate schemas are `artifacts/router.py` and `artifacts/evaluation.py`)."""
 
 from trace_rl.report.html import render_report, write_html_report
 

@@ -4,6 +4,5 @@
 writes `envs/<capability>/` per capability: a declarative spec (spec.json), generator code where an author model
 wrote it, validation, leak-check and calibration reports, and a final status. Generators: `from_target.py` (seeded
 variants of the target's own train tasks, no LLM) and `llm_author.py` (an author model's generator, run only in
-`sandbox.py`). Environments load through `trace_rl.envs.synthetic`. Imports are lazy: the sandbox child imports this
-package and must stay light.
+`trace_rl.envs.synthetic.sandbox`). Environments load through `trace_rl.envs.synthetic`.
 """
