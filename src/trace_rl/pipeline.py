@@ -25,6 +25,7 @@ from trace_rl.artifacts.store import RunDir
 from trace_rl.config import EXECUTOR_STAGES, TraceConfig, executor_with, load_config
 from trace_rl.errors import UserError
 from trace_rl.stage import Echo, Stage, StageContext, StageFailed, print_echo, run_stage
+from trace_rl.training.defaults import quiet_defaults
 
 STAGE_OBJECTS = {
     "rollout": "trace_rl.rollout.stage:ROLLOUT",
@@ -41,10 +42,6 @@ MIN_FREE_BYTES = 2 * 1024**3  # adapters, checkpoints and a converted model
 
 def load_stage(name: str) -> Stage[Any, Any]:
     """The stage object registered under `name`."""
-    if name == "train":  # training's environment defaults must be set before torch is imported
-        from trace_rl.training.defaults import quiet_defaults
-
-        quiet_defaults()
     module, _, attribute = STAGE_OBJECTS[name].partition(":")
     return getattr(importlib.import_module(module), attribute)
 
@@ -174,6 +171,7 @@ def run_pipeline(
     run's manifest (once) and in every stage record.
 
     `executor` / `ray_address` (the command line's) override the config's executor section for every stage."""
+    quiet_defaults()  # training's environment defaults, before any stage imports torch
     cfg = load_config(config)
     cfg.executor = executor_with(cfg.executor, executor, ray_address)
     run = RunDir(cfg.run.runs_dir / cfg.run.name)

@@ -79,10 +79,10 @@ class StageFailed(Exception):
         self.exit_code = exit_code
 
 
-def run_stage(stage: Stage[SectionT, ResultT], ctx: StageContext, section: SectionT | None = None) -> ResultT:
-    """`stage.run` with its section (default: the config's), a Ctrl-C turned into `StageFailed` (exit status 130)."""
+def run_stage(stage: Stage[SectionT, ResultT], ctx: StageContext) -> ResultT:
+    """`stage.run` with the config's section for it, a Ctrl-C turned into `StageFailed` (exit status 130)."""
     try:
-        return stage.run(ctx, stage.section(ctx.config) if section is None else section)
+        return stage.run(ctx, stage.section(ctx.config))
     except KeyboardInterrupt:
         raise StageFailed("interrupted; rerun the same command to resume", exit_code=130) from None
 

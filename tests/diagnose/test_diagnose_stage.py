@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from trace_rl.artifacts.capabilities import read_capabilities
 from trace_rl.artifacts.store import RunDir
 from trace_rl.cli.diagnose import diagnose_command
-from trace_rl.config import config_from_record
+from trace_rl.config import config_from_record, load_config
 from trace_rl.config.diagnose import DiagnoseConfig, is_test_split
 from trace_rl.diagnose.stage import run_diagnose
 from trace_rl.diagnose.summaries import pack, summarize, truncate
@@ -124,8 +124,10 @@ def test_config_defaults_follow_the_paper_and_the_analyst():
     assert DiagnoseConfig(n_runs=3, k=3).min_passes == 3
     with pytest.raises(ValueError, match="cannot exceed"):
         DiagnoseConfig(n_runs=3, k=4)
-    with pytest.raises(UserError, match="cannot exceed the number of labeling runs"):
-        _ = DiagnoseConfig(k=2).min_passes  # structural default N = 1
+    with pytest.raises(ValueError, match=r"cannot exceed the number of labeling runs \(1\)"):
+        DiagnoseConfig(k=2)  # structural default N = 1
+    with pytest.raises(UserError, match=r"diagnose.*k \(2\) cannot exceed the number of labeling runs \(1\)"):
+        load_config(None, {"diagnose.k": 2})  # refused at load, before rollout runs
     cfg = config_from_record({"diagnose": {"rho": 0.2}}, {"diagnose.rho": None, "diagnose.delta": 0.3})
     assert (cfg.diagnose.rho, cfg.diagnose.delta) == (0.2, 0.3)
     with pytest.raises(UserError, match=r"diagnose\.rhoo"):

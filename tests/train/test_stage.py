@@ -92,3 +92,12 @@ def test_config_precedence_and_one_line_errors(tmp_path, capsys):
         build_config(None, ["nope=1"], {})
     assert main(["--run", str(tmp_path / "r"), "--set", "num_generations=1"]) == 2
     assert "num_generations" in capsys.readouterr().err
+
+
+def test_build_config_without_config_uses_the_runs_recorded_config(tmp_path):
+    run = RunDir(tmp_path / "recorded")
+    run.ensure(config={"train": {"max_steps": 3}})
+    assert build_config(None, [], {}, run).train.max_steps == 3
+    assert build_config(None, [], {"max_steps": 5}, run).train.max_steps == 5
+    fresh = RunDir(tmp_path / "fresh")  # no manifest yet (e.g. `train --env ...`): the defaults
+    assert build_config(None, [], {}, fresh).train.max_steps == TrainConfig().max_steps

@@ -1,5 +1,6 @@
 """The run directory: every path of it, and typed read/write functions for every file one stage writes and another
-reads. No other module spells a run-directory path or parses those files (tests/artifacts/test_layout.py checks).
+reads. No other module should spell a run-directory path or parse those files; tests/artifacts/test_layout.py checks the
+first (no string literal outside this package names a run-directory file or folder).
 
 - `layout.py`       every path (`RunLayout`, `EnvLayout`, `AdapterLayout`, `TrainWorkLayout`, `EvaluateLayout`)
 - `store.py`        atomic writes, append-only JSONL (`JsonlStore`), `RunDir` (layout + manifest + stage records)

@@ -1,5 +1,6 @@
 """`serve/routes.jsonl`: the routing proxy's decisions, one line per conversation it routed (the last line of a
-conversation wins). Written by serve (`--log-routes`), read by anyone auditing what was served."""
+conversation wins). Written by `trace-rl serve` (`serve.build.build_app`, on by default), read by anyone auditing what
+was served."""
 
 from __future__ import annotations
 

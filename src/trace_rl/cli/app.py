@@ -1,6 +1,6 @@
 """The `trace-rl` command: one sub-command per stage, `run` for all of them, and the inspection commands.
 
-Thin: each stage command lives beside its stage (`trace_rl/<stage>/command.py`), maps its flags onto the stage's
+Thin: each stage command lives in its own module here (`trace_rl/cli/<stage>.py`), maps its flags onto the stage's
 config section and calls the stage object; `run` hands the config to the pipeline (pipeline.py), which calls the same
 objects. User errors (bad config, unknown model, environment, split or stage) print one line and exit 2, never a
 traceback; a stage that left work to retry exits 1, an interrupted one 130.
@@ -66,7 +66,7 @@ def env_check(
 
 
 def _register_stage_commands() -> None:
-    """Stage commands live beside their stage; registering them here keeps this module thin."""
+    """Stage commands live in their own modules (`cli/<stage>.py`); registering them here keeps this module thin."""
     from trace_rl.cli.diagnose import diagnose_command
     from trace_rl.cli.evaluate import evaluate_command
     from trace_rl.cli.rollout import rollout_command

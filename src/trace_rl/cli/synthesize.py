@@ -2,7 +2,7 @@
 
 It maps its flags onto the `synthesize` section of `--config` (else of the config recorded in the run's manifest) and
 calls the synthesize stage (`synthesize/stage.py`). Model flags take a config model name or a model spec (`scripted`,
-`tiny`, `smollm2-135m`, `local:<path>`, `openai:<model>[@<url>]`).
+`tiny`, `smollm2-135m`, `local:<path>`, `openai:<model>[@<url>]`) or a model YAML file (`models/specs.py`).
 """
 
 from __future__ import annotations
@@ -13,15 +13,8 @@ from typing import Annotated
 import typer
 
 from trace_rl.artifacts.store import RunDir
-from trace_rl.config import TraceConfig
-from trace_rl.models.specs import model_from_spec
+from trace_rl.models.specs import add_model_spec
 from trace_rl.stage import StageContext, command_line, load_run_config, run_stage
-
-
-def _resolve_model(cfg: TraceConfig, spec: str) -> str:
-    name, model_cfg = model_from_spec(spec, cfg)
-    cfg.models.setdefault(name, model_cfg)
-    return name
 
 
 def synthesize_command(
@@ -53,9 +46,9 @@ def synthesize_command(
     }
     cfg = load_run_config(run_dir, config, overrides)
     if policy is not None:
-        cfg.synthesize.policy = _resolve_model(cfg, policy)
+        cfg.synthesize.policy = add_model_spec(cfg, policy)
     if author is not None:
-        cfg.synthesize.author = _resolve_model(cfg, author)
+        cfg.synthesize.author = add_model_spec(cfg, author)
     stage = SynthesizeStage(only=tuple(capability or ()))
     run_stage(stage, StageContext(cfg, run_dir, command=command_line(ctx), echo=typer.echo))
 

@@ -4,8 +4,9 @@
     trace-rl train --run runs/demo --env library:lookup_answer --model smollm2-135m --steps 12 ...
     accelerate launch --num_processes 2 -m trace_rl.cli.train --run runs/demo ...
 
-Settings come from `TrainConfig` defaults, then the `train` section of `--config`, then `--set key=value` (any
-TrainConfig field, YAML-typed), then the dedicated flags; the train stage (`train/stage.py`) runs with them.
+Settings come from `--config` (else the config recorded in the run's manifest, else the `TrainConfig` defaults for a
+run with no manifest yet, e.g. one `train --env ...` creates), then `--set key=value` (any TrainConfig field,
+YAML-typed), then the dedicated flags; the train stage (`train/stage.py`) runs with them.
 """
 
 from __future__ import annotations
@@ -20,14 +21,17 @@ import yaml
 from trace_rl.artifacts.store import RunDir
 from trace_rl.config import TraceConfig, executor_with, load_config, section_with
 from trace_rl.errors import UserError
-from trace_rl.stage import StageContext, command_line, run_stage
+from trace_rl.stage import StageContext, command_line, load_run_config, run_stage
 from trace_rl.training.defaults import quiet_defaults
 
 
-def build_config(config: Path | None, sets: list[str] | None, flags: dict[str, Any]) -> TraceConfig:
-    """The config (`--config`, else the defaults) with `--set key=value` (YAML-typed) and then the flags (None: not
-    given) applied to its `train` section; one line per problem, naming `train.<field>`."""
-    cfg = load_config(config)
+def build_config(
+    config: Path | None, sets: list[str] | None, flags: dict[str, Any], run: RunDir | None = None
+) -> TraceConfig:
+    """The config (`--config`, else the one recorded in `run`'s manifest, else the defaults) with `--set key=value`
+    (YAML-typed) and then the flags (None: not given) applied to its `train` section; one line per problem, naming
+    `train.<field>`."""
+    cfg = load_run_config(run, config) if run is not None and run.exists() else load_config(config)
     changes: dict[str, Any] = {}
     for item in sets or []:
         key, sep, value = item.partition("=")
@@ -92,10 +96,11 @@ def train_command(
         "device": device,
         "held_out_seeds": list(range(1_000_000, 1_000_000 + held_out)) if held_out is not None else None,
     }
-    cfg = build_config(config, sets, flags)
+    run_dir = RunDir(run)
+    cfg = build_config(config, sets, flags, run_dir)
     cfg.executor = executor_with(cfg.executor, executor, ray_address)
     stage = TrainStage(capability=capability, env_spec=env, mix=mix)
-    run_stage(stage, StageContext(cfg, RunDir(run), command=command_line(ctx), echo=typer.echo))
+    run_stage(stage, StageContext(cfg, run_dir, command=command_line(ctx), echo=typer.echo))
 
 
 def main(argv: list[str] | None = None) -> int:

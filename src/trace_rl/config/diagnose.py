@@ -11,7 +11,6 @@ import math
 from pydantic import Field, model_validator
 
 from trace_rl.config.base import Section
-from trace_rl.errors import UserError
 
 STRUCTURAL = "structural"
 PAPER_N_RUNS = 10
@@ -59,8 +58,10 @@ class DiagnoseConfig(Section):
 
     @model_validator(mode="after")
     def _k_le_n(self) -> DiagnoseConfig:
-        if self.k is not None and self.n_runs is not None and self.k > self.n_runs:
-            raise ValueError(f"k ({self.k}) cannot exceed n_runs ({self.n_runs})")
+        """K of N with N as derived (`runs`: the structural analyzer's default N is 1), so a config is refused at load,
+        before any stage runs."""
+        if self.k is not None and self.k > self.runs:
+            raise ValueError(f"k ({self.k}) cannot exceed the number of labeling runs ({self.runs})")
         return self
 
     @property
@@ -78,8 +79,6 @@ class DiagnoseConfig(Section):
     def min_passes(self) -> int:
         """K: the configured value, else ceil(0.8·N) (8 of 10, as the paper's code), at least 1."""
         if self.k is not None:
-            if self.k > self.runs:
-                raise UserError(f"diagnose: k ({self.k}) cannot exceed the number of labeling runs ({self.runs})")
             return self.k
         return max(1, math.ceil(PAPER_K_FRACTION * self.runs - 1e-9))
 

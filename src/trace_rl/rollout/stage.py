@@ -253,8 +253,7 @@ class RolloutStage:
         return config.rollout
 
     def run(self, ctx: StageContext, section: RolloutConfig) -> RolloutResult:
-        cfg = ctx.config if section is ctx.config.rollout else ctx.config.model_copy(update={"rollout": section})
-        result = rollout(cfg, ctx.run, command=ctx.command, progress=ctx.progress)
+        result = rollout(ctx.config, ctx.run, command=ctx.command, progress=ctx.progress)
         ctx.echo(summary_line(result))
         ctx.echo(f"trajectories: {ctx.run.trajectories}")
         if not result.complete:
