@@ -15,7 +15,7 @@ export OMP_WAIT_POLICY := PASSIVE
 export TRL_EXPERIMENTAL_SILENCE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: bootstrap vllm-env chromium test test-all lint format demo bench clean
+.PHONY: bootstrap vllm-env chromium bwrap test test-all lint format demo bench clean
 
 bootstrap: $(STAMP)
 
@@ -92,10 +92,35 @@ $(CHROMIUM_STAMP): | bootstrap
 		echo "chromium: not available here; the browser test will skip" >&2; \
 	fi
 
-test: bootstrap vllm-env chromium
+# bubblewrap for the generator sandbox (synthesize --generator llm; tests/synthesize/test_sandbox_escapes.py), from
+# Debian packages, installed only when missing; like chromium, the reason goes to $(BWRAP_UNAVAILABLE) where it cannot be.
+BWRAP_STAMP       := $(VENV)/.bwrap-stamp
+BWRAP_UNAVAILABLE := $(VENV)/.bwrap-unavailable
+
+bwrap: $(BWRAP_STAMP)
+
+$(BWRAP_STAMP): | bootstrap
+	@set -u; \
+	if command -v bwrap >/dev/null 2>&1; then touch $(BWRAP_STAMP); exit 0; fi; \
+	if [ -f $(BWRAP_UNAVAILABLE) ] && [ "$${CI:-}" != "true" ]; then \
+		cat $(BWRAP_UNAVAILABLE) >&2; echo "bwrap: skipped (delete $(BWRAP_UNAVAILABLE) to retry)" >&2; exit 0; \
+	fi; \
+	rm -f $(BWRAP_UNAVAILABLE); log=$$(mktemp); \
+	if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo -n"; fi; \
+	if { $$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends bubblewrap; } >$$log 2>&1 \
+	   && command -v bwrap >/dev/null 2>&1; then \
+		rm -f $$log; touch $(BWRAP_STAMP); echo "bwrap: ready ($$(command -v bwrap))"; \
+	else \
+		{ echo "installing bubblewrap with apt-get failed:"; tail -n 5 $$log; } > $(BWRAP_UNAVAILABLE); rm -f $$log; \
+		cat $(BWRAP_UNAVAILABLE) >&2; \
+		if [ "$${CI:-}" = "true" ]; then echo "bwrap: CI=true, failing" >&2; exit 1; fi; \
+		echo "bwrap: not available here; synthesize --generator llm will refuse and the sandbox tests skip" >&2; \
+	fi
+
+test: bootstrap vllm-env chromium bwrap
 	$(PY) -m pytest -q -p no:cacheprovider
 
-test-all: bootstrap vllm-env chromium
+test-all: bootstrap vllm-env chromium bwrap
 	$(PY) -m pytest -q -p no:cacheprovider -m "slow or not slow"
 
 lint: bootstrap
@@ -106,7 +131,7 @@ format: bootstrap
 	$(VENV)/bin/ruff format src tests benchmarks
 	$(VENV)/bin/ruff check --fix src tests benchmarks
 
-demo: bootstrap
+demo: bootstrap vllm-env
 	$(VENV)/bin/trace-rl demo
 
 clean:

@@ -27,6 +27,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# `train.sampler: auto` would start a vLLM server for every training test; the vLLM tests ask for it by name
+os.environ.setdefault("TRACE_RL_NO_VLLM", "1")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -164,7 +164,7 @@ def test_stage_files_name_themselves(tmp_path: Path) -> None:
 
 
 def test_adapter_records_of_an_old_run_are_read(tmp_path: Path) -> None:
-    """train_config.json of runs before the sampler setting was removed still carries `sampler`."""
+    """train_config.json of older runs carries `sampler: hf` (today: transformers)."""
     adapter = RunDir(tmp_path / "r").adapter("cap")
     config = {"model": "tiny", "max_steps": 2, "num_generations": 2, "groups_per_step": 1, "sampler": "hf"}
     atomic_write_json(

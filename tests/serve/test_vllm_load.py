@@ -22,11 +22,11 @@ import pytest
 from tests.rollout.vllm_server import ADAPTER_SEEDS, LATE_ADAPTER, SERVED_BASE, TinyVLLM
 
 from trace_rl.artifacts.router import BASE, RouterSpec
+from trace_rl.models.vllm_server import free_port
 from trace_rl.routing.router import FixedRouter, LabelLogitRouter, ScriptedRouter
 from trace_rl.routing.spec import make_options
 from trace_rl.serve.app import create_app
 from trace_rl.serve.backends import VLLMBackend
-from trace_rl.serve.vllm_process import free_port
 
 pytestmark = pytest.mark.vllm
 

@@ -40,7 +40,7 @@ class TrainRecord(AdapterRecord):
     batch: dict[str, Any] = Field(default_factory=dict, description="micro, accumulation, groups.")
     dataset: dict[str, Any] = Field(default_factory=dict, description="Seeds and rows of the training dataset.")
     backend: str = ""
-    sampler: str = Field("", description="Written by runs before the sampler setting was removed; read, not written.")
+    sampler: str = Field("", description="Who sampled the rollouts: vllm | transformers (older runs: hf).")
     hint_fraction: float = 0.0
 
 

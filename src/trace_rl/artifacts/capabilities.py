@@ -177,6 +177,12 @@ class CapabilitiesFile(_Strict):
     n_trajectories: dict[str, Any] = Field(description="Counts: diagnosed, succeeded, failed, excluded by reason.")
     analyst: str
     warnings: list[str] = Field(default_factory=list)
+    trajectories: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Per diagnosed trajectory: id, task_id, success, lacking (capabilities LACKING in most runs), "
+        "reasons (the analyst's findings, one line each) and user_fault (set when the simulated user, not the agent, "
+        "kept the required change from happening).",
+    )
     created_at: float = 0.0
 
 

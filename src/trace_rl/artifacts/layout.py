@@ -6,7 +6,7 @@ A run directory holds one folder per stage plus the per-capability folders the s
 runs/<name>/
   manifest.json                      RunManifest (artifacts/manifest.py)
   report.html
-  rollout/   trajectories.jsonl plans.json .lock
+  rollout/   trajectories.jsonl plans.json reference_tasks.json (imported runs) .lock
   diagnose/  discovery.json labels/run_<i>.json capabilities.json
   synthesize/ summary.json capabilities.json
   envs/<capability>/                 EnvLayout: spec.json status.json calibration.json tasks.jsonl ...
@@ -45,6 +45,7 @@ SERVE_DIR = "serve"
 
 TRAJECTORIES_FILE = "trajectories.jsonl"
 PLANS_FILE = "plans.json"
+REFERENCE_TASKS_FILE = "reference_tasks.json"
 LOCK_FILE = ".lock"
 DISCOVERY_FILE = "discovery.json"
 LABELS_DIR = "labels"
@@ -103,6 +104,7 @@ EVAL_BEFORE_EPISODES_FILE = "eval_before.jsonl"
 EVAL_AFTER_EPISODES_FILE = "eval_after.jsonl"
 LAUNCH_CONFIG_FILE = "launch.yaml"
 CHECKPOINTS_DIR = "checkpoints"
+SERVED_ADAPTERS_DIR = "served_adapters"  # adapter versions loaded into a vLLM server during training
 
 # -- evaluate/ (paths relative to the stage folder: they are keys of plans.json and arms.json) -----------------------
 ARMS_DIR = "arms"
@@ -230,6 +232,7 @@ class TrainWorkLayout(_Folder):
     eval_after = _Under(EVAL_AFTER_EPISODES_FILE)
     launch_config = _Under(LAUNCH_CONFIG_FILE)
     checkpoints = _Under(CHECKPOINTS_DIR)
+    served_adapters = _Under(SERVED_ADAPTERS_DIR)
 
 
 class EvaluateLayout(_Folder):
@@ -278,6 +281,7 @@ class RunLayout(_Folder):
     # rollout
     trajectories = _Under(ROLLOUT_DIR, TRAJECTORIES_FILE)
     plans = _Under(ROLLOUT_DIR, PLANS_FILE)
+    reference_tasks = _Under(ROLLOUT_DIR, REFERENCE_TASKS_FILE)
     rollout_lock = _Under(ROLLOUT_DIR, LOCK_FILE)
     # diagnose
     discovery = _Under(DIAGNOSE_DIR, DISCOVERY_FILE)

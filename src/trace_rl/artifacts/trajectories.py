@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError
 from trace_rl.artifacts.layout import RunLayout
 from trace_rl.artifacts.store import JsonlStore, atomic_write_json, read_json
 from trace_rl.errors import UserError, first_problem
-from trace_rl.types import Record, Trajectory
+from trace_rl.types import Record, Task, Trajectory
 
 _ID = re.compile(rb'"id":\s*"([^"]+)"')
 _STEP = re.compile(r"/step(\d+)/")
@@ -106,11 +106,52 @@ def write_rollout_plans(run: RunLayout, plans: dict[str, RolloutPlan]) -> None:
     atomic_write_json(run.plans, {key: plan.model_dump(mode="json") for key, plan in plans.items()})
 
 
+# -- rollout/reference_tasks.json and the import marker (imported runs) ----------------------------------------------
+IMPORT_STAGE = "import"
+"""The manifest's stage record of `trace-rl import`: its presence marks a run whose episodes came from a log file."""
+
+
+class ReferenceTasks(Record):
+    """`rollout/reference_tasks.json`: the tasks an imported log was scored against (its gold actions are the
+    reference diagnose compares with), for one environment."""
+
+    env: str
+    task_set: str | None = Field(None, description="The environment's task set the tasks were checked against.")
+    source: str = Field("", description="The imported file.")
+    tasks: list[Task] = Field(default_factory=list)
+
+
+def write_reference_tasks(run: RunLayout, data: ReferenceTasks) -> None:
+    atomic_write_json(run.reference_tasks, data)
+
+
+def read_reference_tasks(run: RunLayout) -> ReferenceTasks | None:
+    """The imported run's reference tasks; None for a run that was rolled out here."""
+    if not run.reference_tasks.exists():
+        return None
+    data = read_json(run.reference_tasks)
+    try:
+        return ReferenceTasks.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(f"{run.reference_tasks} is not a valid reference-task file: {first_problem(exc)}") from None
+
+
+def import_summary(manifest: Any) -> dict[str, Any] | None:
+    """The summary of the run's `import` stage record (source, format, models, counts); None when not imported."""
+    record = manifest.stages.get(IMPORT_STAGE) if manifest is not None else None
+    return dict(record.summary) if record is not None else None
+
+
 __all__ = [
+    "IMPORT_STAGE",
+    "ReferenceTasks",
     "RolloutPlan",
     "first_success",
+    "import_summary",
+    "read_reference_tasks",
     "read_rollout_plans",
     "read_trajectories",
     "training_rollouts_by_step",
+    "write_reference_tasks",
     "write_rollout_plans",
 ]

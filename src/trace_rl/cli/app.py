@@ -69,6 +69,7 @@ def _register_stage_commands() -> None:
     """Stage commands live in their own modules (`cli/<stage>.py`); registering them here keeps this module thin."""
     from trace_rl.cli.diagnose import diagnose_command
     from trace_rl.cli.evaluate import evaluate_command
+    from trace_rl.cli.import_cmd import import_command
     from trace_rl.cli.rollout import rollout_command
     from trace_rl.cli.route import route_command
     from trace_rl.cli.serve import serve_command
@@ -76,6 +77,7 @@ def _register_stage_commands() -> None:
     from trace_rl.cli.train import train_command
 
     app.command("rollout")(rollout_command)
+    app.command("import")(import_command)
     app.command("diagnose")(diagnose_command)
     app.command("synthesize")(synthesize_command)
     app.command("train")(train_command)

@@ -18,6 +18,7 @@ from trace_rl.config.base import Section, apply_overrides, format_validation_err
 from trace_rl.config.diagnose import DiagnoseConfig
 from trace_rl.config.evaluate import EvaluateConfig
 from trace_rl.config.route import RouteConfig
+from trace_rl.config.serving import VLLMServerSettings
 from trace_rl.config.synthesize import SynthesizeConfig
 from trace_rl.config.train import TrainConfig, recorded_train_config
 from trace_rl.errors import UserError
@@ -26,11 +27,12 @@ from trace_rl.errors import UserError
 class ModelConfig(Section):
     """A model endpoint, referred to by name from the stages (policy, user, analyst, author, judge)."""
 
-    kind: Literal["openai", "local", "scripted", "tiny"] = Field(
+    kind: Literal["openai", "vllm", "local", "scripted", "tiny"] = Field(
         "openai",
-        description="openai: any OpenAI-compatible server (vLLM, SGLang, llama.cpp, hosted); local: transformers + "
-        "PEFT in process; scripted: plays back `script` (dry runs, tests); tiny: the local backend on the tiny "
-        "random model (models/registry.py builds each kind).",
+        description="openai: any OpenAI-compatible server (vLLM, SGLang, llama.cpp, hosted); vllm: a local model "
+        "folder sampled by a vLLM server (started by trace-rl unless base_url names one), prompts rendered and tool "
+        "calls parsed by trace-rl as for local; local: transformers + PEFT in process; scripted: plays back `script` "
+        "(dry runs, tests); tiny: the local backend on the tiny random model (models/registry.py builds each kind).",
     )
     model: str = Field("", description="Model id, local folder, or alias (smollm2-135m, tiny).")
     base_url: str | None = Field(None, description="OpenAI-compatible base URL; env OPENAI_BASE_URL if unset.")
@@ -54,6 +56,9 @@ class ModelConfig(Section):
     return_token_ids: bool = Field(True, description="Ask vLLM for sampled token ids (extra_body return_token_ids).")
     script: list[Any] = Field(default_factory=list, description="Responses for kind=scripted.")
     extra_body: dict[str, Any] = Field(default_factory=dict, description="Passed through to the server.")
+    server: VLLMServerSettings = Field(
+        default_factory=VLLMServerSettings, description="kind=vllm: how trace-rl starts the server (no base_url)."
+    )
 
     @model_validator(mode="after")
     def _one_kind_of_url(self) -> ModelConfig:

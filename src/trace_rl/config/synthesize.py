@@ -29,6 +29,8 @@ class SandboxConfig(Section):
     wall_s: float = Field(60.0, gt=0, description="Wall-clock limit; the process group is killed after it.")
     memory_mb: int = Field(1536, ge=256, description="RLIMIT_AS (address space), MiB.")
     file_mb: int = Field(16, ge=1, description="RLIMIT_FSIZE: largest file the child may write, MiB.")
+    disk_mb: int = Field(64, ge=1, description="Size of the child's only writable directory (a tmpfs), MiB.")
+    bwrap: str | None = Field(None, description="bubblewrap binary; None: $TRACE_RL_BWRAP, else `bwrap` on PATH.")
 
 
 class SynthesizeConfig(Section):

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from trace_rl.config.base import Section
+from trace_rl.config.serving import VLLMServerSettings
 
 
 class TrainConfig(Section):
@@ -112,6 +113,16 @@ class TrainConfig(Section):
     eval: bool = Field(True, description="Evaluate the base model and the adapter on the held-out seeds.")
 
     # -- machinery ----------------------------------------------------------------------------------------------------
+    sampler: Literal["auto", "vllm", "transformers"] = Field(
+        "auto",
+        description="Who samples the rollouts: vllm (a vLLM server, the adapter re-loaded after every optimizer "
+        "step), transformers (the trainer's own model in process), auto (vllm where a vLLM environment exists and "
+        "one process trains, else transformers, with a log line saying why; env TRACE_RL_NO_VLLM=1 forces "
+        "transformers).",
+    )
+    vllm_server: VLLMServerSettings = Field(
+        default_factory=VLLMServerSettings, description="sampler=vllm: how trace-rl starts the server."
+    )
     bf16: Literal["auto", "true", "false"] = Field(
         "auto", description="bfloat16 weights/autocast: auto = on CUDA with bf16, or on CPUs with AVX-512-bf16/AMX."
     )
@@ -138,10 +149,13 @@ class TrainConfig(Section):
         return self.micro_batch_size or self.num_generations
 
 
-REMOVED_FIELDS = frozenset({"sampler"})  # recorded by older runs; it offered one working value ("transformers")
+OLD_SAMPLERS = {"hf": "transformers"}  # values older runs recorded for `sampler`
 
 
 def recorded_train_config(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A train section as a run recorded it (manifest, an adapter's train_config.json), less the fields since removed,
-    so an older run's record still validates."""
-    return {k: v for k, v in data.items() if k not in REMOVED_FIELDS}
+    """A train section as a run recorded it (manifest, an adapter's train_config.json), with the values since renamed
+    mapped to today's, so an older run's record still validates."""
+    out = dict(data)
+    if out.get("sampler") in OLD_SAMPLERS:
+        out["sampler"] = OLD_SAMPLERS[out["sampler"]]
+    return out

@@ -17,6 +17,8 @@ Choices the paper leaves open (docs/method-notes.md §1), made here:
   Δ = ER−, i.e. the contrast degrades to the failure error rate, which the warning makes visible.
 - A trajectory missing from a run's labels counts as NA for that run, with a warning (the stage validates completeness
   first, so this only happens when the function is called directly).
+- Minimum support: when fewer than `MIN_SUPPORT` (5) successes are labeled non-NA for a capability, a warning says
+  its Δ rests on that many (`stats.support` holds the smallest applicable counts over the runs).
 - Thresholds are compared with a 1e-9 tolerance so that e.g. Δ = 0.3 − 0.1 passes δ = 0.2 despite rounding.
 - mean/std are over the N runs; std is the population std (ddof = 0), as numpy's default in the released code.
 """
@@ -31,6 +33,8 @@ from typing import Any
 from trace_rl.artifacts.capabilities import Label, LabelMatrix
 
 EPS = 1e-9
+MIN_SUPPORT = 5
+"""Fewer applicable successes than this behind an ER+ makes Δ a weak contrast: a warning says so."""
 
 
 @dataclass
@@ -83,6 +87,10 @@ class CapabilityStats:
             "er_pos_mean": self.er_pos_mean,
             "er_neg_mean": self.er_neg_mean,
             "runs_passed": self.runs_passed,
+            "support": {
+                "passed": min(r.applicable_passed for r in self.runs),
+                "failed": min(r.applicable_failed for r in self.runs),
+            },
             "n_runs": n_runs,
             "k": k,
             "per_run": [
@@ -206,6 +214,13 @@ def aggregate_capability(
         hit = [i for i, r in enumerate(per_run) if key in r.empty]
         if hit:
             warnings.append(f"{name}: {text} ({_run_list(hit, len(per_run))})")
+    low = [i for i, r in enumerate(per_run) if 0 < r.applicable_passed < MIN_SUPPORT]
+    if low:
+        n = min(per_run[i].applicable_passed for i in low)
+        warnings.append(
+            f"{name}: Δ rests on {n} successful trajectories it applies to (fewer than {MIN_SUPPORT}): weak contrast, "
+            f"read its coverage rather than its Δ ({_run_list(low, len(per_run))})"
+        )
     missing = [i for i, r in enumerate(per_run) if r.missing]
     if missing:
         warnings.append(f"{name}: unlabeled trajectories counted as NA ({_run_list(missing, len(per_run))})")

@@ -28,12 +28,13 @@ from pydantic import ValidationError
 from trace_rl.artifacts.capabilities import (
     CapabilitiesFile,
     DiscoveryRecord,
+    Label,
     LabelRunRecord,
     SelectionParams,
     write_capabilities,
 )
 from trace_rl.artifacts.store import RunDir
-from trace_rl.artifacts.trajectories import read_trajectories
+from trace_rl.artifacts.trajectories import read_reference_tasks, read_trajectories
 from trace_rl.config import EnvConfig, TraceConfig
 from trace_rl.config.diagnose import DiagnoseConfig, is_test_split
 from trace_rl.diagnose.aggregate import aggregate
@@ -119,6 +120,7 @@ class EnvInfo:
     kinds: dict[str, bool] = field(default_factory=dict)
     test_ids: set[tuple[str, str]] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
+    policies: dict[str, str] = field(default_factory=dict)
 
 
 def load_tasks(run: RunDir, wanted: Mapping[str, Sequence[str]]) -> EnvInfo:
@@ -129,6 +131,7 @@ def load_tasks(run: RunDir, wanted: Mapping[str, Sequence[str]]) -> EnvInfo:
 
     recorded = run.manifest().config.get("env") or {}
     info = EnvInfo()
+    reference = read_reference_tasks(run)
     for env_name, splits in wanted.items():
         if recorded.get("name") == env_name:
             data = dict(recorded)
@@ -141,6 +144,11 @@ def load_tasks(run: RunDir, wanted: Mapping[str, Sequence[str]]) -> EnvInfo:
         except (UserError, ValidationError, ImportError) as exc:
             info.warnings.append(f"could not load environment {env_name!r} for gold actions: {exc}")
             continue
+        info.kinds.update(domain_write_kinds(domain))
+        info.policies[env_name] = _policy(domain)
+        if reference is not None and reference.env == env_name:
+            _imported_tasks(info, env_name, reference.tasks, domain)
+            continue
         for split in splits:
             try:
                 info.tasks.update({(env_name, t.id): t for t in domain.tasks(split)})
@@ -152,8 +160,34 @@ def load_tasks(run: RunDir, wanted: Mapping[str, Sequence[str]]) -> EnvInfo:
                     info.test_ids |= {(env_name, t.id) for t in domain.tasks(split)}
         except Exception as exc:
             info.warnings.append(f"could not list {env_name} test tasks for the leak guard: {exc}")
-        info.kinds.update(domain_write_kinds(domain))
+    if reference is not None and reference.env not in wanted:
+        info.warnings.append(f"{run.reference_tasks} is for {reference.env}, not for {', '.join(wanted)}: not used")
     return info
+
+
+def _policy(domain: Any) -> str:
+    try:
+        return str(domain.policy())
+    except Exception:
+        return ""
+
+
+def _imported_tasks(info: EnvInfo, env_name: str, tasks: Sequence[Task], domain: Any) -> None:
+    """An imported run's reference: the tasks it was scored against (rollout/reference_tasks.json), never the
+    environment's default task set. Its episodes are the user's own logs, so the leak guard does not drop them;
+    a warning counts those of the environment's test tasks (do not evaluate adapters trained from this diagnosis on
+    them)."""
+    info.tasks.update({(env_name, t.id): t for t in tasks})
+    try:
+        test = {t.id for s in domain.splits() if is_test_split(s) for t in domain.tasks(s)}
+    except Exception:
+        test = set()
+    ids = {str(t.metadata.get("tau2_task_id", t.id)) for t in tasks} & test
+    if ids:
+        info.warnings.append(
+            f"imported run: {len(ids)} of its tasks are {env_name} test tasks; capabilities mined here must not be "
+            "evaluated on them"
+        )
 
 
 def _drop_test_tasks(
@@ -215,6 +249,38 @@ def _dedupe(lines: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(lines))
 
 
+def _per_trajectory(items: list[DiagnosisItem], runs: list[Any], analyst: Any) -> list[dict[str, Any]]:
+    """Each trajectory's capabilities LACKING in most runs, and the analyst's reasons when it gives them."""
+    out = []
+    explain = getattr(analyst, "report", None)
+    for item in items:
+        votes: Counter[str] = Counter()
+        for labels in runs:
+            votes.update(c for c, label in labels.get(item.id, {}).items() if label == Label.LACKING)
+        report = explain(item) if callable(explain) else None
+        out.append(
+            {
+                "id": item.id,
+                "task_id": item.task_id,
+                "success": item.success,
+                "lacking": sorted(c for c, n in votes.items() if 2 * n > len(runs)),
+                "reasons": report.notes() if report is not None else list(item.notes),
+                "user_fault": getattr(report, "user_fault", None),
+            }
+        )
+    return out
+
+
+def _user_fault_note(per_trajectory: list[dict[str, Any]]) -> list[str]:
+    faults = [t["id"] for t in per_trajectory if t.get("user_fault") and not t["success"]]
+    if not faults:
+        return []
+    return [
+        f"{len(faults)} failed trajectories are attributed to the simulated user, not the agent (see trajectories[]."
+        "user_fault): their missing changes count against no capability"
+    ]
+
+
 def _capabilities_file(
     cfg: DiagnoseConfig,
     items: list[DiagnosisItem],
@@ -222,6 +288,7 @@ def _capabilities_file(
     runs: list[LabelRunRecord],
     counts: dict[str, Any],
     warnings: list[str],
+    analyst: Any = None,
 ) -> CapabilitiesFile:
     """Aggregate the runs (TRACE §3.3) and build the validated capabilities.json record."""
     candidates = discovery.candidates
@@ -235,6 +302,7 @@ def _capabilities_file(
         k=cfg.min_passes,
         max_examples=cfg.max_examples,
     )
+    per_trajectory = _per_trajectory(items, [r.labels for r in runs], analyst)
     specs = {c.name: c for c in candidates}
     task_of = {i.id: i.task_id for i in items}
     capabilities = []
@@ -253,6 +321,7 @@ def _capabilities_file(
         )
     notes = [
         *warnings,
+        *_user_fault_note(per_trajectory),
         *discovery.warnings,
         *(w for r in runs for w in r.warnings),
         *(w for s in stats for w in s.warnings),
@@ -265,6 +334,7 @@ def _capabilities_file(
         n_trajectories=counts,
         analyst=cfg.analyst,
         warnings=_dedupe(notes),
+        trajectories=per_trajectory,
         created_at=time.time(),
     )
     return CapabilitiesFile.model_validate(data.model_dump(mode="json"))
@@ -297,7 +367,7 @@ async def diagnose_async(
         discovery, disc_reused = await discover(analyst, items, cfg, run.discovery, base_fp, fresh)
         label_fp = fingerprint(base_fp, [c.model_dump() for c in discovery.candidates])
         runs, reused_runs = await label_all(analyst, items, discovery.candidates, cfg, run, label_fp, fresh)
-        data = _capabilities_file(cfg, items, discovery, runs, counts, warnings)
+        data = _capabilities_file(cfg, items, discovery, runs, counts, warnings, analyst)
         path = write_capabilities(run, data)
         reused = {"discovery": disc_reused, "label_runs": reused_runs}
         record.summary = {

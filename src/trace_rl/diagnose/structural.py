@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trace_rl.artifacts.capabilities import CandidateSpec, Label, LabelMatrix
+from trace_rl.diagnose import causes
+from trace_rl.diagnose.causes import CAUSE_CAPABILITIES, CAUSE_DEFINITIONS, CLAIMS, ELICIT, NUMERIC, POLICY
 from trace_rl.diagnose.items import DiagnosisItem, DiscoveryResult, LabelResult
 from trace_rl.types import Action, Message, RewardType, Task, ToolCall, Trajectory
 
@@ -88,7 +90,8 @@ DEFINITIONS: dict[str, str] = {
         "arguments, or differs from the required call only in the format of a value."
     ),
 }
-CAPABILITIES: tuple[str, ...] = (PRECONDITION, PRECISION, COMPLETION, REASONING, FORMATTING)
+DEFINITIONS.update(CAUSE_DEFINITIONS)
+CAPABILITIES: tuple[str, ...] = (PRECONDITION, PRECISION, COMPLETION, REASONING, FORMATTING, *CAUSE_CAPABILITIES)
 
 _READ_PREFIXES = (
     "get_", "find_", "search_", "list_", "lookup_", "look_up_", "check_", "read_", "view_", "show_", "fetch_",
@@ -210,6 +213,8 @@ class CallEvent:
     result: Message | None
     context: str  # tool results and user messages seen before the call
     results: list[str] = field(default_factory=list)  # the successful tool results seen before the call
+    position: int = 0  # index of the assistant message that made the call
+    said: str = ""  # what the user wrote before the call
 
     @property
     def name(self) -> str:
@@ -236,18 +241,20 @@ def squash_first_line(text: str) -> str:
 def agent_calls(trajectory: Trajectory) -> list[CallEvent]:
     results = {m.tool_call_id: m for m in trajectory.messages if m.role == "tool"}
     context: list[str] = []
+    said: list[str] = []
     seen: list[str] = []
     events: list[CallEvent] = []
-    for message in trajectory.messages:
+    for position, message in enumerate(trajectory.messages):
         if message.role == "user" and message.content:
             context.append(message.content)
+            said.append(message.content)
         if message.role == "tool" and message.content and not message.error:
             context.append(message.content)
             seen.append(message.content)
         if message.role == "assistant":
             for call in message.tool_calls or []:
                 if call.requestor == "assistant":
-                    event = CallEvent(len(events), call, results.get(call.id), "\n".join(context), list(seen))
+                    event = CallEvent(len(events), call, results.get(call.id), "\n".join(context), list(seen), position)
                     events.append(event)
     return events
 
@@ -272,6 +279,7 @@ class StructuralReport:
     applicable: set[str] = field(default_factory=set)
     findings: list[Finding] = field(default_factory=list)
     has_reference: bool = True
+    user_fault: str | None = None  # the simulated user, not the agent, kept the required change from happening
 
     def labels(self) -> dict[str, Label]:
         lacking = {f.capability for f in self.findings}
@@ -291,7 +299,8 @@ class StructuralReport:
         for f in self.findings:
             line = f"{f.capability}: {f.detail}"
             counts[line] = counts.get(line, 0) + 1
-        return [line if n == 1 else f"{line} (×{n})" for line, n in counts.items()]
+        lines = [line if n == 1 else f"{line} (×{n})" for line, n in counts.items()]
+        return ([f"user: {self.user_fault}"] if self.user_fault else []) + lines
 
 
 def _compare_keys(gold: Action, call: ToolCall) -> list[str]:
@@ -305,10 +314,15 @@ def _matches(gold: Action, call: ToolCall) -> bool:
     return all(k in call.arguments and values_equal(gold.arguments.get(k), call.arguments[k]) for k in keys)
 
 
-def classify_value(want: Any, have: Any, event: CallEvent) -> tuple[str, str, str]:
+def classify_value(
+    want: Any, have: Any, event: CallEvent, task: Task | None = None, users: Sequence[str] = ()
+) -> tuple[str, str, str]:
     """(capability, finding kind, why) for an argument value `have` where the gold needs `want`."""
     if format_equal(want, have):
         return FORMATTING, "value_format", f"{have!r} is {want!r} in the wrong format"
+    preference = causes.unasked_preference(want, have, task, [event.said])
+    if preference is not None:
+        return ELICIT, "preference_not_asked", preference
     if isinstance(have, bool) or have is None:
         return PRECISION, "wrong_choice", f"passed {have!r} instead of {want!r}"
     if in_context(have, event.context):
@@ -317,11 +331,16 @@ def classify_value(want: Any, have: Any, event: CallEvent) -> tuple[str, str, st
         return PRECISION, "wrong_value_from_context", f"passed {have!r} (seen earlier) instead of {want!r}"
     if isinstance(want, str) and not in_context(want, event.context):
         return PRECISION, "wrong_choice", f"passed {have!r} instead of the option {want!r}"
+    if causes.is_number(want) and causes.is_number(have):  # a number seen nowhere: computed, and wrongly
+        return NUMERIC, "miscomputed", f"computed {have!r}, required {want!r}"
     return REASONING, "underived_value", f"passed {have!r}, found in no earlier result or message; required {want!r}"
 
 
-def _diff_findings(gold: Action, event: CallEvent) -> list[Finding]:
-    """Why a same-tool agent call does not match its gold write, one finding per differing argument."""
+def _diff_findings(
+    gold: Action, event: CallEvent, task: Task | None = None, users: Sequence[str] = ()
+) -> list[Finding]:
+    """Why a same-tool agent call does not match its gold write, one finding per differing argument (nested lists of
+    records compared field by field, so a wrong count inside `passengers` or `payment_methods` is named)."""
     out: list[Finding] = []
     call = event.call
     for key in _compare_keys(gold, call):
@@ -331,9 +350,44 @@ def _diff_findings(gold: Action, event: CallEvent) -> list[Finding]:
         elif key not in gold.arguments:
             out.append(Finding(FORMATTING, "unexpected_argument", f"{call.name}: unexpected '{key}'", event.index))
         elif not values_equal(want, have):
-            cap, kind, why = classify_value(want, have, event)
-            out.append(Finding(cap, kind, f"{call.name}.{key}: {why}", event.index))
+            for path, w, h in _leaf_diffs(key, want, have):
+                cap, kind, why = classify_value(w, h, event, task, users)
+                out.append(Finding(cap, kind, f"{call.name}.{path}: {why}", event.index))
     return out
+
+
+def _leaf_diffs(path: str, want: Any, have: Any) -> list[tuple[str, Any, Any]]:
+    """The differing leaves of two argument values of the same shape (else the values themselves)."""
+    if isinstance(want, list) and isinstance(have, list) and len(want) == len(have) and want:
+        pairs = [(f"{path}[{i}]", w, h) for i, (w, h) in enumerate(zip(want, have, strict=True))]
+        return [d for p, w, h in pairs if not values_equal(w, h) for d in _leaf_diffs(p, w, h)]
+    if isinstance(want, dict) and isinstance(have, dict) and set(want) == set(have):
+        return [
+            d for k in want if not values_equal(want[k], have[k]) for d in _leaf_diffs(f"{path}.{k}", want[k], have[k])
+        ]
+    return [(path, want, have)]
+
+
+def _flat(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return {x for v in value.values() for x in _flat(v)}
+    if isinstance(value, list):
+        return {x for v in value for x in _flat(v)}
+    return {_loose(value)} if value is not None and not isinstance(value, bool) else set()
+
+
+def _serves(read: Action, write: Action, writes: Sequence[Action]) -> bool:
+    """Is a gold read required before a gold write? A search finds options (choosing among them is record
+    selection, not a precondition): never. Another read is required unless it only serves another branch of the
+    reference: it shares an identifying argument value (a user, a reservation) with some other gold write and none
+    with this one. A read that shares values with no write (a member's details before renewing a loan) stays
+    required."""
+    if read.name.lower().startswith("search"):
+        return False
+    ids = {_loose(v) for v in read.arguments.values() if not (isinstance(v, str) and len(v.split()) > 1)}
+    if ids & _flat(write.arguments):
+        return True
+    return not any(ids & _flat(w.arguments) for w in writes if w is not write)
 
 
 def _communicated(task: Task) -> list[str]:
@@ -347,7 +401,7 @@ def _communicated(task: Task) -> list[str]:
 
 
 def analyze(trajectory: Trajectory, task: Task | None, is_write: WriteOracle = heuristic_is_write) -> StructuralReport:
-    """Line the agent's calls up against the task's gold actions and name the deficits."""
+    """Line the agent's calls up against the task's gold actions, name the deficits and the causes (causes.py)."""
     criteria = task.evaluation_criteria if task is not None else None
     if criteria is None or criteria.actions is None:
         return StructuralReport(has_reference=False)
@@ -357,6 +411,7 @@ def analyze(trajectory: Trajectory, task: Task | None, is_write: WriteOracle = h
     report = StructuralReport()
     events = agent_calls(trajectory)
     find = report.findings
+    users = [m.content for m in trajectory.messages if m.role == "user" and m.content]
 
     if gold or events:
         report.applicable.add(FORMATTING)
@@ -364,16 +419,26 @@ def analyze(trajectory: Trajectory, task: Task | None, is_write: WriteOracle = h
         if e.malformed:
             find.append(Finding(FORMATTING, "malformed_call", f"{e.name or '<unnamed call>'}: {e.malformed}", e.index))
 
-    writes = [e for e in events if is_write(e.name) and not e.malformed]
-    required = {pos: [r for r in gold[:pos] if not is_write(r.name) and not _generic(r.name)] for pos, _ in gold_writes}
+    writes = [e for e in events if is_write(e.name) and not e.malformed and not causes.is_transfer(e.name)]
+    required = {
+        pos: [
+            r
+            for r in gold[:pos]
+            if not is_write(r.name) and not _generic(r.name) and _serves(r, w, [x for _, x in gold_writes])
+        ]
+        for pos, w in gold_writes
+    }
     if gold_writes:
-        report.applicable |= {COMPLETION, PRECISION, REASONING}
+        report.applicable |= {COMPLETION, PRECISION, REASONING, POLICY, ELICIT}
+        if any(_flat_numbers(w.arguments) for _, w in gold_writes):
+            report.applicable.add(NUMERIC)
     if not gold_writes or any(required.values()):
         report.applicable.add(PRECONDITION)
 
     # one-to-one matching: exact matches first, then the closest same-tool call for each unmatched gold write
     used: dict[int, int] = {}  # agent call index -> gold position
     unmatched: list[tuple[int, Action]] = []
+    missing: list[Action] = []
     for pos, g in gold_writes:
         hit = next((e for e in writes if e.index not in used and e.name == g.name and _matches(g, e.call)), None)
         if hit is None:
@@ -383,11 +448,12 @@ def analyze(trajectory: Trajectory, task: Task | None, is_write: WriteOracle = h
     for pos, g in unmatched:
         same = [e for e in writes if e.index not in used and e.name == g.name]
         if not same:
-            find.append(Finding(COMPLETION, "missing_write", f"never called {_call_text(g.name, g.arguments)}"))
+            missing.append(g)
             continue
-        best = min(same, key=lambda e: (len(_diff_findings(g, e)), e.errored, e.index))
+        best = min(same, key=lambda e: (len(_diff_findings(g, e, task, users)), e.errored, e.index))
         used[best.index] = pos
-        find.extend(_diff_findings(g, best))
+        find.extend(_diff_findings(g, best, task, users))
+    _missing_writes(report, trajectory, events, missing)
 
     # reading the record before changing it
     for e in writes:
@@ -399,29 +465,119 @@ def analyze(trajectory: Trajectory, task: Task | None, is_write: WriteOracle = h
                 find.append(Finding(PRECONDITION, "missing_read", detail, e.index))
 
     # state changes the reference does not make
+    unwanted: list[CallEvent] = []
     for e in writes:
         if e.index in used:
             continue
+        cap = PRECONDITION
         if not gold_write_names:
             kind, detail = "forbidden_write", f"called {e.name} although the correct outcome changes nothing"
         elif e.name not in gold_write_names:
             kind, detail = "unrequested_write", f"called {e.name}, a change the correct solution does not make"
         elif not e.errored:
-            kind, detail = "extra_write", f"extra {_call_text(e.name, e.call.arguments)} beyond the required changes"
+            cap, kind = REASONING, "extra_record"
+            detail = f"also made {_call_text(e.name, e.call.arguments)}: a record the request does not cover"
         else:
             continue  # a failed retry of a required write
-        report.applicable.add(PRECONDITION)
-        find.append(Finding(PRECONDITION, kind, detail, e.index))
+        report.applicable.add(cap)
+        find.append(Finding(cap, kind, detail, e.index))
+        unwanted.append(e)
+    _claims(report, trajectory, unwanted)
+    _charges(report, trajectory, events, writes)
+    for _, field_note in causes.asked_for_recorded(trajectory):
+        report.applicable.add(ELICIT)
+        find.append(Finding(ELICIT, "asked_recorded", field_note))
 
     # facts the user must be told
     facts = _communicated(task) if task is not None else []
+    if report.user_fault or any(f.kind in ("transferred_instead", "refused_instead") for f in find):
+        facts = []  # the facts hang on the change that never came: already explained
     if facts:
         report.applicable.add(REASONING)
-        replies = [m.text.replace(",", "").lower() for m in trajectory.messages if m.role == "assistant" and m.content]
+        texts = [m.text for m in trajectory.messages if m.role == "assistant" and m.content]
+        replies = [t.replace(",", "").lower() for t in texts]
+        stated = causes.stated_amounts(texts)
         for info in facts:
-            if not any(info.lower() in r for r in replies):
+            if any(info.lower() in r for r in replies):
+                continue
+            if re.fullmatch(r"\d+(?:\.\d+)?", info.strip()) and stated:
+                report.applicable.add(NUMERIC)
+                shown = ", ".join(f"${x:g}" for x in sorted(stated)[:4])
+                find.append(Finding(NUMERIC, "misstated_figure", f"never told the user {info!r}; stated {shown}"))
+            else:
                 find.append(Finding(REASONING, "missing_fact", f"never told the user {info!r}"))
     return report
+
+
+def _flat_numbers(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_flat_numbers(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_flat_numbers(v) for v in value)
+    return causes.is_number(value)
+
+
+def _missing_writes(
+    report: StructuralReport,
+    trajectory: Trajectory,
+    events: list[CallEvent],
+    missing: list[Action],
+) -> None:
+    """Name why required changes were never attempted: the simulated user ended it, the agent refused or handed off
+    (policy lens), or it stopped (early give-up)."""
+    declined = causes.refusals(trajectory)
+    transfers = [e for e in events if causes.is_transfer(e.name)]
+    if declined or transfers:
+        report.applicable.add(POLICY)
+    if not missing:
+        return
+    names = ", ".join(_call_text(g.name, g.arguments) for g in missing)
+    fault = causes.user_fault(trajectory)
+    if fault is not None and not transfers:
+        report.user_fault = f"{fault}; never called {names}"
+        return
+    if transfers:
+        why = str(transfers[0].call.arguments.get("summary") or "")[:200]
+        detail = f"transferred to a human instead of calling {names}" + (f" ({why!r})" if why else "")
+        report.findings.append(Finding(POLICY, "transferred_instead", detail, transfers[0].index))
+    elif declined:
+        detail = f"declined ({declined[-1][1][:160]!r}) instead of calling {names}"
+        report.findings.append(Finding(POLICY, "refused_instead", detail))
+    else:
+        detail = f"never called {names}: the conversation ended ({trajectory.termination or 'end'}) without it"
+        report.findings.append(Finding(COMPLETION, "missing_write", detail))
+
+
+def _claims(report: StructuralReport, trajectory: Trajectory, unwanted: list[CallEvent]) -> None:
+    claims = causes.contradicted_claims(trajectory)
+    if not claims:
+        return
+    report.applicable.add(CLAIMS)
+    first = claims[0][0]
+    acted = [e for e in unwanted if e.position > first]
+    if acted:
+        detail = f"{claims[0][1]}; then called {', '.join(dict.fromkeys(e.name for e in acted))}"
+        report.findings.append(Finding(CLAIMS, "acted_on_claim", detail, acted[0].index))
+
+
+def _charges(
+    report: StructuralReport, trajectory: Trajectory, events: list[CallEvent], writes: list[CallEvent]
+) -> None:
+    """A write that charged or refunded an amount the agent's confirmation did not state (while stating others)."""
+    messages = trajectory.messages
+    for e in writes:
+        if e.errored or e.result is None:
+            continue
+        amount = causes.new_charge(e.results, e.result.content)
+        if amount is None:
+            continue
+        report.applicable.add(NUMERIC)
+        before = [m.content for m in messages[: e.position] if m.role == "assistant" and m.content]
+        stated = causes.stated_amounts(before)
+        if stated and all(abs(abs(amount) - x) > 0.01 for x in stated):
+            shown = ", ".join(f"${x:g}" for x in sorted(stated)[:4])
+            detail = f"{e.name} charged ${abs(amount):g}; the confirmation stated {shown}"
+            report.findings.append(Finding(NUMERIC, "charge_not_confirmed", detail, e.index))
 
 
 def dictionary() -> list[CandidateSpec]:

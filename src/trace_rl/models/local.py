@@ -21,9 +21,8 @@ from trace_rl.artifacts.layout import PEFT_CONFIG_FILE, AdapterLayout
 from trace_rl.config import ModelConfig
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelResponse, SamplingParams
-from trace_rl.models.chat_format import CHATML_TOOLS_TEMPLATE, TemplateCaps, probe_template, render_prompt
-from trace_rl.models.toolcall_parse import parse_completion
-from trace_rl.types import Message, SampledTokens
+from trace_rl.models.prompt_format import PromptFormat
+from trace_rl.types import Message
 
 BASE_ADAPTER_NAMES = (None, "", "__base__")
 
@@ -63,17 +62,19 @@ class LocalClient:
         self.model_path = Path(model_path)
         self.device = pick_device(cfg.device)
         self.dtype = pick_dtype(cfg.dtype, self.device)
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
-        if not getattr(self.tokenizer, "chat_template", None):
-            self.tokenizer.chat_template = CHATML_TOOLS_TEMPLATE
         self.model: Any = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=self.dtype).to(self.device)
         self.model.eval()
+        self.format = PromptFormat(
+            self.model_path,
+            tokenizer=AutoTokenizer.from_pretrained(self.model_path),
+            generation_eos_id=getattr(self.model.generation_config, "eos_token_id", None),
+        )
+        self.tokenizer = self.format.tokenizer
+        self.stop_ids = self.format.stop_ids
+        self.pad_id = self.format.pad_id
+        self.caps = self.format.caps
         self.adapters: dict[str, Path] = {}
         self._lock = threading.Lock()
-        self.caps: TemplateCaps = probe_template(self.tokenizer)
-        self.stop_ids = self._stop_token_ids()
-        pad = self.tokenizer.pad_token_id
-        self.pad_id: int = pad if pad is not None else min(self.stop_ids)
         for adapter_name, folder in cfg.adapters.items():
             self.load_adapter(adapter_name, folder)
 
@@ -115,27 +116,13 @@ class LocalClient:
 
     # -- prompts ----------------------------------------------------------------------------------------------------
 
-    def _stop_token_ids(self) -> set[int]:
-        ids: set[int] = set()
-        eos = self.tokenizer.eos_token_id
-        if eos is not None:
-            ids.add(int(eos))
-        gen_eos = getattr(self.model.generation_config, "eos_token_id", None)
-        if gen_eos is not None:
-            ids.update(int(i) for i in (gen_eos if isinstance(gen_eos, list) else [gen_eos]))
-        vocab = self.tokenizer.get_vocab()
-        if "<|im_end|>" in vocab:
-            ids.add(int(vocab["<|im_end|>"]))
-        return ids
-
     def render_prompt(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> str:
         """The prompt text for the next assistant turn."""
-        return render_prompt(self.tokenizer, messages, tools, self.caps)
+        return self.format.render_prompt(messages, tools)
 
     def prompt_ids(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> list[int]:
         """Token ids of the prompt for the next assistant turn."""
-        text = self.render_prompt(messages, tools)
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return self.format.prompt_ids(messages, tools)
 
     # -- generation -------------------------------------------------------------------------------------------------
 
@@ -188,19 +175,14 @@ class LocalClient:
                 )
         completion = [int(t) for t in out.sequences[0, len(prompt) :].tolist()]
         logprobs = self._logprobs(out.logits, completion, params.temperature)
-        text_ids = completion[:-1] if completion and completion[-1] in self.stop_ids else completion
-        raw_text = self.tokenizer.decode(text_ids, skip_special_tokens=False)
-        message = parse_completion(raw_text, id_prefix=f"call_{len(messages)}")
-        message.sampled = SampledTokens(prompt_ids=prompt, completion_ids=completion, logprobs=logprobs)
-        stopped = len(text_ids) < len(completion)
-        finish = "tool_calls" if message.tool_calls else ("stop" if stopped else "length")
+        turn = self.format.parse(prompt, completion, logprobs, turn=len(messages))
         return ModelResponse(
-            message=message,
+            message=turn.message,
             prompt_tokens=len(prompt),
             completion_tokens=len(completion),
-            finish_reason=finish,
+            finish_reason=turn.finish_reason,
             latency_s=time.perf_counter() - started,
-            raw_text=raw_text,
+            raw_text=turn.raw_text,
         )
 
     def _logprobs(self, logits: Any, completion: list[int], temperature: float) -> list[float]:

@@ -1,15 +1,19 @@
 """Model kinds: a registry from `ModelConfig.kind` to the function that builds its client, and the one factory.
 
 `@model_kind("name")` registers a builder `(cfg, name) -> ModelClient`; `build_client` looks the kind up. The kinds:
-`openai` (any OpenAI-compatible server; several `base_urls` become one `EndpointPool`), `local` (transformers + PEFT
-in process), `tiny` (the local backend on the tiny random model) and `scripted` (plays back `script`: dry runs and
-tests, `scripted.py`). Every command gets its clients from `build_clients` / `ModelClients`, which build each config
-model once, on first use. The client modules are imported inside the builders, so naming a kind never loads torch.
+`openai` (any OpenAI-compatible server; several `base_urls` become one `EndpointPool`), `vllm` (a local model folder
+sampled by a vLLM server from token ids, the server started by trace-rl unless `base_url` names one; in process,
+with a log line saying why, where no vLLM environment exists), `local`
+(transformers + PEFT in process), `tiny` (the local backend on the tiny random model) and `scripted` (plays back
+`script`: dry runs and tests, `scripted.py`). Every command gets its clients from `build_clients` / `ModelClients`,
+which build each config model once, on first use. The client modules are imported inside the builders, so naming a
+kind never loads torch.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -18,6 +22,8 @@ from trace_rl.errors import UserError
 if TYPE_CHECKING:
     from trace_rl.config import ModelConfig, TraceConfig
     from trace_rl.models.base import ModelClient
+
+log = logging.getLogger(__name__)
 
 ClientBuilder = Callable[["ModelConfig", str], "ModelClient"]
 
@@ -111,6 +117,24 @@ def local_client(cfg: ModelConfig, name: str) -> ModelClient:
 def tiny_client(cfg: ModelConfig, name: str) -> ModelClient:
     """The local backend; `model` defaults to the tiny random model."""
     return _in_process_client(cfg, name, cfg.model or "tiny")
+
+
+@model_kind("vllm")
+def vllm_client(cfg: ModelConfig, name: str) -> ModelClient:
+    """A local model folder sampled by a vLLM server: the one at `base_url` when set, else one trace-rl starts."""
+    from trace_rl.models.managed_server import ExternalServer, server_for, vllm_available
+    from trace_rl.models.resolve import resolve_model_path
+    from trace_rl.models.vllm_client import VLLMClient
+
+    if not cfg.model:
+        raise UserError(f"model '{name}': kind 'vllm' needs `model` (a folder, alias or cached id)")
+    path = resolve_model_path(cfg.model)
+    url = next(iter(cfg.endpoints()), None) if (cfg.base_url or cfg.base_urls) else None
+    if url is None and (why := vllm_available()) is not None:  # no server to start here: the in-process path
+        log.warning("model '%s': sampling in process with transformers (no vLLM here: %s)", name, why)
+        return _in_process_client(cfg, name, cfg.model)
+    server = ExternalServer(url) if url else server_for(path, cfg.server)
+    return VLLMClient(cfg, name=name, model_path=path, server=server)
 
 
 @model_kind("scripted")

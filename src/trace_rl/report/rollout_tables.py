@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from trace_rl.artifacts.store import JsonlStore, RunDir
-from trace_rl.artifacts.trajectories import read_rollout_plans
+from trace_rl.artifacts.trajectories import import_summary, read_rollout_plans
 from trace_rl.errors import UserError
 from trace_rl.stats import GroupSummary, summarize
 
@@ -114,5 +115,11 @@ def report(
         payload: dict[str, Any] = {"run": str(run_dir.root), "groups": [s.as_dict() for s in summaries]}
         console.print_json(json.dumps(payload))
     else:
-        render(summaries, console, title=str(run_dir.root))
+        imported = import_summary(run_dir.manifest()) if run_dir.exists() else None
+        if imported:  # a log read by `trace-rl import`: nothing was planned here, missing pairs mean nothing
+            console.print(f"imported run: {imported.get('format')} log {imported.get('source')}", markup=False)
+            summaries_shown = [replace(s, missing=0) for s in summaries]
+        else:
+            summaries_shown = summaries
+        render(summaries_shown, console, title=str(run_dir.root))
     return summaries

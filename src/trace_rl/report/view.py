@@ -15,6 +15,7 @@ from rich.text import Text
 
 from trace_rl.artifacts.layout import ROLLOUT_TRAJECTORIES
 from trace_rl.artifacts.store import RunDir
+from trace_rl.artifacts.trajectories import import_summary
 from trace_rl.errors import UserError
 from trace_rl.types import Message, Trajectory
 
@@ -156,6 +157,9 @@ def view(
         console.print("no trajectories match", markup=False)
         return 0
     clip = None if full else 800
+    imported = import_summary(run_dir.manifest()) if run_dir.exists() else None
+    if imported:
+        console.print(f"imported run: {imported.get('format')} log {imported.get('source')}", markup=False)
     if len(records) == 1 or show_all:
         for r in records[:limit] if limit else records:
             render_trajectory(Trajectory.model_validate(r), console, limit=clip)

@@ -7,7 +7,8 @@ name is a capability (= the adapter's served name) or "base". Implementations:
   (`prompt.py`) and the label with the highest next-token logit wins. Two scorers: `LocalLogitScorer` reads the
   label tokens' logits in process (`LocalClient.next_token_logits`, the base model with adapters disabled);
   `ServerChoiceScorer` asks an OpenAI-compatible server (vLLM) for one token constrained to the labels
-  (`structured_outputs: {"choice": [...]}`, temperature 0, max_tokens 1), as the released code does.
+  (`structured_outputs: {"choice": [...]}`, temperature 0, max_tokens 1), as the released code does;
+  `TokenIdChoiceScorer` does the same from token ids for a `kind: vllm` model (trace-rl's own prompt rendering).
 - `FixedRouter` (always one name) and `ScriptedRouter` (by marker substrings) for tests and baselines.
 
 Routing runs once per task; callers keep the decision for the whole episode. `decide` returns the label scores too, for
@@ -118,6 +119,22 @@ class LocalLogitScorer:
             raise UserError(f"router labels {labels} do not map to distinct tokens")
         logits = self.client.next_token_logits(messages, adapter=None)
         return {label: float(logits[i]) for label, i in zip(labels, ids, strict=True)}
+
+
+class TokenIdChoiceScorer:
+    """The label tokens scored by a client that samples from token ids (`VLLMClient.label_logprobs`): the prompt is
+    rendered by trace-rl exactly as for the in-process router, one token constrained to the labels."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.local = LocalLogitScorer(client)  # the label -> token id rule
+
+    def scores(self, messages: list[Message], labels: list[str]) -> dict[str, float]:
+        ids = [self.local.label_id(label) for label in labels]
+        if len(set(ids)) != len(ids):
+            raise UserError(f"router labels {labels} do not map to distinct tokens")
+        values = self.client.label_logprobs(messages, ids)
+        return dict(zip(labels, values, strict=True))
 
 
 def api_root(url: str) -> str:
@@ -235,6 +252,8 @@ def make_router(spec: RouterSpec, client: Any, model_cfg: ModelConfig | None) ->
     model's OpenAI-compatible server."""
     if hasattr(client, "next_token_logits") and hasattr(client, "tokenizer"):
         return LabelLogitRouter.local(spec, client)
+    if hasattr(client, "label_logprobs") and hasattr(client, "tokenizer"):
+        return LabelLogitRouter(spec, TokenIdChoiceScorer(client))
     if model_cfg is not None and model_cfg.kind == "openai":
         base_url = next(iter(model_cfg.endpoints()), None)  # one routing call per task: the first server
         if not base_url:

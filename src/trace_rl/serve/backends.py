@@ -4,7 +4,9 @@
 the request's model selects the adapter, docs/integration-notes.md §1) and passes the answer through byte for byte: JSON
 as it came, streams (SSE) chunk by chunk as they arrive, errors with their status. The served names come from the
 server's `/v1/models` (the base is the entry without a parent), refreshed every few seconds so adapters loaded at
-runtime (`/v1/load_lora_adapter`) become routable.
+runtime (`/v1/load_lora_adapter`) become routable. What clients see of the backend holds no paths or addresses:
+`/v1/models` entries lose vLLM's `root` (the model or adapter folder), health and connection errors name no URL
+(the log does), and the base model's context (`max_model_len`) is kept so the proxy can cap `max_tokens`.
 
 `LocalBackend` answers with trace-rl's `LocalClient` (transformers + PEFT adapters): one generation at a time, in a
 worker thread. Streaming there is emulated: the finished turn is sent as SSE chunks (role, content, tool calls, finish).
@@ -49,6 +51,7 @@ class ServedModels:
     base: str
     adapters: list[str]
     entries: list[dict[str, Any]] = field(default_factory=list)
+    context_length: int | None = None  # the base model's context, when the backend says (vLLM: max_model_len)
 
     @property
     def names(self) -> set[str]:
@@ -71,6 +74,23 @@ class Backend(Protocol):
 
 def upstream_error(status: int, message: str) -> JSONResponse:
     return JSONResponse(error_body(message, status, "upstream_error"), status_code=status)
+
+
+def public_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """A `/v1/models` entry without file-system paths (vLLM's `root` is the model or adapter folder)."""
+    out = {k: v for k, v in entry.items() if k != "root"}
+    root = entry.get("root")
+    if isinstance(root, str) and "/" not in root and "\\" not in root:
+        out["root"] = root  # a hub id or a name, not a path
+    return out
+
+
+def context_of(entries: list[dict[str, Any]], base: str) -> int | None:
+    for entry in entries:
+        value = entry.get("max_model_len")
+        if entry.get("id") == base and isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 class VLLMBackend:
@@ -128,7 +148,12 @@ class VLLMBackend:
             if not bases:
                 raise UserError(f"{self.base_url}/v1/models lists no base model")
             adapters = [e["id"] for e in entries if e.get("parent")]
-            self._models = ServedModels(base=bases[0], adapters=adapters, entries=entries)
+            self._models = ServedModels(
+                base=bases[0],
+                adapters=adapters,
+                entries=[public_entry(e) for e in entries if isinstance(e, dict)],
+                context_length=context_of(entries, bases[0]),
+            )
             self._models_at = time.monotonic()
             return self._models
 
@@ -157,9 +182,11 @@ class VLLMBackend:
                 await upstream.aclose()
                 return Response(content=content, status_code=upstream.status_code, media_type=media_type)
         except httpx.TimeoutException as exc:
-            return upstream_error(504, f"upstream timed out: {exc}")
+            log.warning("upstream %s timed out: %s", self.base_url, exc)
+            return upstream_error(504, "upstream timed out")
         except httpx.TransportError as exc:
-            return upstream_error(502, f"upstream unreachable ({self.base_url}): {type(exc).__name__}: {exc}")
+            log.warning("upstream %s unreachable: %s: %s", self.base_url, type(exc).__name__, exc)
+            return upstream_error(502, f"upstream unreachable ({type(exc).__name__})")
 
         async def relay() -> AsyncIterator[bytes]:
             try:
@@ -173,10 +200,10 @@ class VLLMBackend:
     async def health(self) -> dict[str, Any]:
         try:
             resp = await self.client.get("/health", timeout=5.0)
-            ok = resp.status_code == 200
-            return {"ok": ok, "upstream": self.base_url, "status": resp.status_code}
-        except httpx.HTTPError as exc:
-            return {"ok": False, "upstream": self.base_url, "error": str(exc) or type(exc).__name__}
+            return {"ok": resp.status_code == 200, "status": resp.status_code}
+        except httpx.HTTPError as exc:  # the upstream's address stays in the log, not in the answer
+            log.warning("upstream %s health: %s: %s", self.base_url, type(exc).__name__, exc)
+            return {"ok": False, "error": type(exc).__name__}
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -186,6 +213,7 @@ class LocalBackend:
     """The base model and its PEFT adapters in process (`LocalClient`); for CPU use and tests."""
 
     kind = "local"
+    max_concurrent = 1  # the model generates one turn at a time: others wait in the proxy's queue, not in threads
 
     def __init__(self, client: LocalClient, *, base_name: str = "base", max_tokens: int | None = None) -> None:
         self.client = client
@@ -195,27 +223,29 @@ class LocalBackend:
     async def models(self, *, refresh: bool = False) -> ServedModels:
         adapters = sorted(self.client.adapters)
         created = int(time.time())
-        root = str(self.client.model_path)
-        entries = [{"id": self.base_name, "object": "model", "created": created, "owned_by": "trace-rl", "root": root}]
+        context = self.context_length()
+        base = {"id": self.base_name, "object": "model", "created": created, "owned_by": "trace-rl"}
+        entries = [base | ({"max_model_len": context} if context else {})]
         entries += [
-            {
-                "id": name,
-                "object": "model",
-                "created": created,
-                "owned_by": "trace-rl",
-                "root": str(self.client.adapters[name]),
-                "parent": self.base_name,
-            }
+            {"id": name, "object": "model", "created": created, "owned_by": "trace-rl", "parent": self.base_name}
             for name in adapters
         ]
-        return ServedModels(base=self.base_name, adapters=adapters, entries=entries)
+        return ServedModels(base=self.base_name, adapters=adapters, entries=entries, context_length=context)
+
+    def context_length(self) -> int | None:
+        """The base model's context (`max_position_embeddings`, else the tokenizer's `model_max_length`)."""
+        config = getattr(getattr(self.client, "model", None), "config", None)
+        value = getattr(config, "max_position_embeddings", None)
+        if not isinstance(value, int) or value <= 0:
+            value = getattr(getattr(self.client, "tokenizer", None), "model_max_length", None)
+        return value if isinstance(value, int) and 0 < value < 10_000_000 else None
 
     async def chat(self, body: dict[str, Any], model: str) -> Response:
         try:
             messages = messages_from_openai(chat_messages(body))
             sampling = sampling_from_body(body, default_max_tokens=self.max_tokens or self.client.cfg.max_tokens)
         except WireError as exc:
-            return JSONResponse(error_body(str(exc), exc.status), status_code=exc.status)
+            return JSONResponse(error_body(str(exc), exc.status, param=exc.param), status_code=exc.status)
         adapter = None if model == self.base_name else model
         try:
             resp = await self.client.chat(messages, body.get("tools"), adapter=adapter, sampling=sampling)
@@ -234,7 +264,7 @@ class LocalBackend:
         return StreamingResponse(replay(), media_type="text/event-stream", headers=SSE_HEADERS)
 
     async def health(self) -> dict[str, Any]:
-        return {"ok": True, "model": str(self.client.model_path), "adapters": sorted(self.client.adapters)}
+        return {"ok": True, "model": self.base_name, "adapters": sorted(self.client.adapters)}
 
     async def aclose(self) -> None:
         await self.client.aclose()

@@ -24,7 +24,7 @@ from trace_rl.config import ModelConfig
 from trace_rl.errors import UserError
 from trace_rl.models.registry import build_client
 from trace_rl.routing.router import FixedRouter, LabelLogitRouter, Router
-from trace_rl.serve.app import ROUTED_MODEL, create_app
+from trace_rl.serve.app import ROUTED_MODEL, ServeLimits, create_app
 from trace_rl.serve.backends import Backend, LocalBackend, VLLMBackend
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ def build_app(
     routed_model: str = ROUTED_MODEL,
     api_key: str | None = None,
     log_routes: bool = True,
+    limits: ServeLimits | None = None,
 ) -> FastAPI:
     """The proxy app for a run: its router spec, a backend (vLLM or local) and a router over the base model."""
     run_dir = RunDir(run)
@@ -83,7 +84,7 @@ def build_app(
     else:
         chosen = LabelLogitRouter.local(spec, local or _local_client(spec, model, device, adapters=False))
     route_log = run_dir.routes_log if log_routes else None
-    return create_app(chosen, backend, routed_model=routed_model, route_log=route_log)
+    return create_app(chosen, backend, routed_model=routed_model, route_log=route_log, limits=limits)
 
 
 def is_loopback(host: str) -> bool:

@@ -1,10 +1,13 @@
 """The OpenAI chat-completions wire format, as the proxy needs it: reading a request's conversation (first user
-message, system prompt, `Message`s for the local backend), and writing completions, SSE chunks and errors.
+message, system prompt, `Message`s for the local backend), checking its sampling fields (`check_sampling`: a
+malformed field is a 400 with an OpenAI error body naming it, never a 500), and writing completions, SSE chunks and
+errors.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 from typing import Any
@@ -19,13 +22,62 @@ from trace_rl.types import Message, ToolCall
 class WireError(ValueError):
     """A request the proxy cannot serve; answered with HTTP `status` and an OpenAI-style error body."""
 
-    def __init__(self, message: str, status: int = 400) -> None:
+    def __init__(self, message: str, status: int = 400, param: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.param = param
 
 
-def error_body(message: str, status: int, kind: str = "invalid_request_error") -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "code": status}}
+def error_body(
+    message: str, status: int, kind: str = "invalid_request_error", *, param: str | None = None, code: Any = None
+) -> dict[str, Any]:
+    """OpenAI's error object: message, type, param and code (the HTTP status unless a code string is given)."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": status if code is None else code}}
+
+
+# sampling fields checked before any backend sees the request: name -> (kind, low, high); None: unbounded
+NUMBERS = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0), "presence_penalty": (-2.0, 2.0)}
+NUMBERS |= {"frequency_penalty": (-2.0, 2.0), "repetition_penalty": (0.0, 2.0), "min_p": (0.0, 1.0)}
+INTEGERS = {"max_tokens": (1, None), "max_completion_tokens": (1, None), "n": (1, 16), "top_k": (-1, None)}
+INTEGERS |= {"seed": (None, None), "top_logprobs": (0, 20)}
+MAX_STOP = 16
+
+
+def _bounds(name: str, value: float, low: float | None, high: float | None) -> None:
+    if (low is not None and value < low) or (high is not None and value > high):
+        lo, hi = ("-inf" if low is None else low), ("inf" if high is None else high)
+        raise WireError(f"`{name}` must be between {lo} and {hi} (got {value})", param=name)
+
+
+def check_sampling(body: dict[str, Any]) -> int | None:
+    """Check the request's sampling fields (types, finiteness, ranges) and return the requested completion length
+    (`max_completion_tokens`, else `max_tokens`; None when neither is given). Raises `WireError` (400, `param` set)."""
+    for name, (low, high) in NUMBERS.items():
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise WireError(f"`{name}` must be a finite number (got {str(value)[:40]!r})", param=name)
+        _bounds(name, float(value), low, high)
+    for name, (low, high) in INTEGERS.items():
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise WireError(f"`{name}` must be an integer (got {str(value)[:40]!r})", param=name)
+        _bounds(name, value, low, high)
+    stop = body.get("stop")
+    bad_stop = not isinstance(stop, list) or len(stop) > MAX_STOP or not all(isinstance(x, str) for x in stop)
+    if stop is not None and not isinstance(stop, str) and bad_stop:
+        raise WireError(f"`stop` must be a string or a list of at most {MAX_STOP} strings", param="stop")
+    for name in ("stream", "logprobs"):
+        if body.get(name) is not None and not isinstance(body[name], bool):
+            raise WireError(f"`{name}` must be true or false", param=name)
+    for name, kind in (("stream_options", dict), ("tools", list), ("model", str), ("user", str)):
+        if body.get(name) is not None and not isinstance(body[name], kind):
+            raise WireError(f"`{name}` must be a{'n object' if kind is dict else ' ' + kind.__name__}", param=name)
+    requested = body.get("max_completion_tokens")
+    return requested if requested is not None else body.get("max_tokens")
 
 
 def text_of(content: Any) -> str:
@@ -123,16 +175,16 @@ def messages_from_openai(messages: list[dict[str, Any]]) -> list[Message]:
 
 
 def sampling_from_body(body: dict[str, Any], *, default_max_tokens: int) -> SamplingParams:
-    """Sampling parameters of a request (OpenAI defaults: temperature 1, top_p 1)."""
-    if int(body.get("n") or 1) != 1:
-        raise WireError("n > 1 is not supported by the local backend")
+    """Sampling parameters of a request (OpenAI defaults: temperature 1, top_p 1), checked by `check_sampling`."""
+    requested = check_sampling(body)
+    if (body.get("n") or 1) != 1:
+        raise WireError("n > 1 is not supported by the local backend", param="n")
     stop = body.get("stop")
-    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or default_max_tokens
     return SamplingParams(
         temperature=float(body["temperature"]) if body.get("temperature") is not None else 1.0,
         top_p=float(body["top_p"]) if body.get("top_p") is not None else 1.0,
-        max_tokens=int(max_tokens),
-        seed=int(body["seed"]) if body.get("seed") is not None else None,
+        max_tokens=requested if requested is not None else default_max_tokens,
+        seed=body.get("seed"),
         stop=[stop] if isinstance(stop, str) else (list(stop) if stop else None),
     )
 
@@ -201,6 +253,7 @@ def stream_chunks(completion: dict[str, Any], *, include_usage: bool = False) ->
 __all__ = [
     "WireError",
     "chat_messages",
+    "check_sampling",
     "completion_json",
     "error_body",
     "first_turn",

@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from trace_rl.engine.sampler import HFSampler
+from trace_rl.engine.sampler import HFSampler, TurnSampler
 from trace_rl.engine.token_driver import EpisodeRequest, EpisodeResult, EpisodeRunner, require_scored
 
 
@@ -71,15 +71,18 @@ def evaluate_policy(
     label: str,
     use_adapter: bool,
     batch_size: int = 16,
+    sampler: TurnSampler | None = None,
 ) -> tuple[dict[str, Any], list[EpisodeResult]]:
-    """Run `trials` episodes per seed with the adapter on or off; returns the summary and the episodes."""
+    """Run `trials` episodes per seed with the adapter on or off; returns the summary and the episodes. `sampler`
+    samples the episodes when given (a vLLM server with the adapter loaded, or the base model), else `model` does in
+    process; the gold-call log-probabilities are always the in-process model's."""
 
     def context() -> AbstractContextManager[Any]:
         if not use_adapter and hasattr(model, "disable_adapter"):
             return _DisabledAdapter(model)
         return nullcontext(model)
 
-    sampler = HFSampler(model, tokenizer, model_context=context)
+    sampler = sampler or HFSampler(model, tokenizer, model_context=context)
     requests = [EpisodeRequest(seed=s, tag=f"{label}/{t}") for s in seeds for t in range(trials)]
     was_training = bool(getattr(model, "training", False))
     model.eval()

@@ -49,6 +49,7 @@ from trace_rl.config.train import TrainConfig
 from trace_rl.engine.chat_codec import ChatCodec, check_prefix_preserving
 from trace_rl.engine.sampler import TurnSampler
 from trace_rl.engine.token_driver import EpisodeRunner
+from trace_rl.engine.vllm_sampler import VLLMSampler
 from trace_rl.training.checkpoints import last_complete_checkpoint
 from trace_rl.training.grouping import GroupPlan
 from trace_rl.training.protocol import AdapterResult, TrainEnv
@@ -66,7 +67,9 @@ from trace_rl.training.trl_setup import (
     quiet_dropped_group_warnings,
     resolve_bf16,
     resolve_device,
+    world_size,
 )
+from trace_rl.training.vllm_sync import AdapterSync, choose_sampler, vllm_sampler_for
 
 
 def save_adapter(model: Any, adapter_dir: Path) -> None:
@@ -174,7 +177,7 @@ class GRPORun:
             runner,
             self.plan,
             self.table,
-            sampler_for or hf_sampler_for(self.tokenizer),
+            sampler_for or self.default_sampler_for(),
             trajectories=JsonlStore(self.work.trajectories) if cfg.log_trajectories and main else None,
         )
         metrics = MetricsCallback(self.files.metrics, rollout, capability=env.name)
@@ -193,6 +196,30 @@ class GRPORun:
             on_trainer(self.trainer)
         self.is_main = self.trainer.accelerator.is_main_process
 
+    def default_sampler_for(self) -> Callable[[Any], TurnSampler]:
+        """The vLLM server with the adapter hot-swapped after every step (`vllm_sync.py`), or the trainer's own model
+        in process (`cfg.sampler`; `auto` logs why it fell back)."""
+        self.sampler = choose_sampler(self.cfg, world_size=world_size())
+        if self.sampler == "transformers":
+            self.sync: AdapterSync | None = None
+            return hf_sampler_for(self.tokenizer)
+        self.sync = vllm_sampler_for(
+            self.cfg, self.model_path, work_dir=self.work.served_adapters, capability=self.env.name, save=save_adapter
+        )
+        return self.sync
+
+    def eval_sampler(self, *, adapter: bool) -> TurnSampler | None:
+        """The held-out evaluation's sampler: the server (the final adapter loaded under `<cap>-final`, or the base
+        model) when training sampled through it, else None (the in-process model)."""
+        sync = getattr(self, "sync", None)
+        if sync is None:
+            return None
+        if not adapter:
+            return VLLMSampler(sync.client)
+        name = f"{self.env.name}-final"
+        sync.client.load_adapter(name, self.adapter_dir)
+        return VLLMSampler(sync.client, adapter=name)
+
     def write_train_config(self, *, backend: str) -> None:
         """`train_config.json`: the config and the setup it runs on (device, precision, batch layout, dataset)."""
         cfg, accelerator = self.cfg, self.trainer.accelerator
@@ -207,6 +234,7 @@ class GRPORun:
             batch={"micro": micro, "accumulation": accumulation, "groups": cfg.groups_per_step},
             dataset=self.data_info,
             backend=backend,
+            sampler=getattr(self, "sampler", "custom"),
             hint_fraction=self.plan.hint_fraction,
         )
         if self.is_main:
@@ -230,6 +258,7 @@ class GRPORun:
                 trials=cfg.eval_trials,
                 label="base",
                 use_adapter=False,
+                sampler=self.eval_sampler(adapter=False),
             )
             _write_episodes(self.work.eval_before, self.env.name, episodes)
             write_eval(self.files.eval_before, self.before)
@@ -260,6 +289,7 @@ class GRPORun:
             trials=cfg.eval_trials,
             label="adapter",
             use_adapter=True,
+            sampler=self.eval_sampler(adapter=True),
         )
         _write_episodes(self.work.eval_after, self.env.name, episodes)
         write_eval(self.files.eval_after, self.after)

@@ -3,8 +3,10 @@
 It exposes the target domain and nothing else: its tool schemas and policy, a starting world for a seed (library: a
 fresh world from a seed range disjoint from the target's train and test splits; τ²: the domain DB without the users
 and orders the test split refers to), a seeded random generator, and `replay(task)`, which runs a candidate task's
-gold actions on a fresh environment and reports each result. It is built in the sandbox child before the guards are
-armed, and can also be used in-process (tests, the prompt's examples).
+gold actions on a fresh environment and reports each result. It keeps the environment only, not the domain (no task
+list); in the sandbox the τ² files it loads are a train-side copy (no task or split files, the test split's users,
+orders and reservations removed from the database). It is built in the sandbox child before the seccomp filter is
+installed, and can also be used in-process (tests, the prompt's examples).
 """
 
 from __future__ import annotations
@@ -46,8 +48,8 @@ class GeneratorAPI:
         self.config = EnvConfig.model_validate(target)
         self.domain: str = self.config.name
         self.difficulty = int(difficulty)
-        self._domain: Domain = load_domain(self.config.name, self.config)
-        self._env = self._domain.make_env()
+        domain: Domain = load_domain(self.config.name, self.config)  # not kept: the API holds no task list
+        self._env = domain.make_env()
         if not isinstance(self._env, ToolkitEnvironment):
             raise TypeError(f"target '{self.domain}' has no toolkit environment")
         self._exclude = {k: set(v) for k, v in (exclude or {}).items()}

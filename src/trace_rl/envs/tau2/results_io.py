@@ -14,7 +14,9 @@ equal `Trajectory` objects. Files written by upstream import too, with what they
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
+import gzip
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -261,22 +263,65 @@ def write_results(path: Path | str, trajectories: Sequence[Trajectory], tasks: S
     return path
 
 
-def import_results(source: dict[str, Any] | Path | str) -> tuple[list[Trajectory], list[Task]]:
-    """Trajectories and tasks from a results.json (ours or upstream's)."""
-    where = str(source) if not isinstance(source, dict) else "results"
+def _drop(data: Any, loc: tuple[Any, ...]) -> None:
+    for key in loc[:-1]:
+        data = data[key]
+    del data[loc[-1]]
+
+
+def tolerant_tasks(raw: Sequence[Any], warnings: list[str] | None = None) -> list[Task]:
+    """Tasks from a results file, unknown keys (a fork's extra `evaluation_criteria.acceptable_outcomes`, ...) left
+    out with one warning per key path instead of rejecting the file; any other problem raises ValidationError."""
+    dropped: dict[str, int] = {}
+    tasks = []
+    for item in raw:
+        data = copy.deepcopy(item)
+        for _ in range(64):  # each pass removes every unknown key pydantic reported
+            try:
+                tasks.append(Task.model_validate(data))
+                break
+            except ValidationError as err:
+                extra = [e["loc"] for e in err.errors() if e["type"] == "extra_forbidden"]
+                if not extra or len(extra) < len(err.errors()):
+                    raise
+                for loc in extra:
+                    _drop(data, loc)
+                    path = ".".join("*" if isinstance(k, int) else str(k) for k in loc)
+                    dropped[path] = dropped.get(path, 0) + 1
+    if warnings is not None:
+        for path, n in dropped.items():
+            warnings.append(f"tasks: ignored unknown key '{path}' ({n} task(s)); it is not part of the τ² schema")
+    return tasks
+
+
+def load_results_data(source: dict[str, Any] | Path | str) -> dict[str, Any]:
+    """The parsed results file (`.gz` read transparently); UserError when it is missing or not JSON."""
     if isinstance(source, dict):
-        data = source
-    else:
-        try:
-            data = json.loads(Path(source).read_text())
-        except FileNotFoundError:
-            raise UserError(f"{source}: file not found") from None
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{source}: not valid JSON (line {exc.lineno})") from None
+        return source
+    path = Path(source)
+    try:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        return json.loads(raw)
+    except FileNotFoundError:
+        raise UserError(f"{source}: file not found") from None
+    except (OSError, EOFError) as exc:
+        raise UserError(f"{source}: cannot read ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{source}: not valid JSON (line {exc.lineno})") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{source}: not valid JSON (not UTF-8 text)") from None
+
+
+def import_results(
+    source: dict[str, Any] | Path | str, warnings: list[str] | None = None
+) -> tuple[list[Trajectory], list[Task]]:
+    """Trajectories and tasks from a results.json (ours or upstream's); unknown task keys become `warnings`."""
+    where = str(source) if not isinstance(source, dict) else "results"
+    data = load_results_data(source)
     if not isinstance(data, dict) or not isinstance(data.get("simulations"), list):
         raise UserError(f"{where}: simulations: missing (not a τ² results file)")
     try:
-        tasks = [Task.model_validate(t) for t in data.get("tasks") or []]
+        tasks = tolerant_tasks(data.get("tasks") or [], warnings)
         domain = (data.get("info") or {}).get("environment_info", {}).get("domain_name") or ""
         trajectories = [_trajectory(sim, f"tau2:{domain}" if domain else "tau2") for sim in data["simulations"]]
     except ValidationError as err:
@@ -318,4 +363,4 @@ def _trajectory(sim: dict[str, Any], env: str) -> Trajectory:
     )
 
 
-__all__ = ["export_results", "import_results", "write_results"]
+__all__ = ["export_results", "import_results", "load_results_data", "tolerant_tasks", "write_results"]

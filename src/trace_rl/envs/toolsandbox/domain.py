@@ -1,0 +1,194 @@
+"""`ToolSandboxDomain`: ToolSandbox (Lu et al. 2024, apple/ToolSandbox 165848b) behind trace-rl's `Domain` protocol.
+
+- Task sets (`toolsandbox:<set>`): `base_offline` (91 base scenarios that need no RapidAPI tool, the default),
+  `base` (129), `all_offline` (728: the 91 with their 7 augmentations each), `all` (1,032). Scenarios needing a
+  RapidAPI tool carry `needs_network`; those tools are present and fail as without a key.
+- Splits: `all`, `train`, `test`. A scenario's family is its base scenario; a family goes wholly to test when
+  sha256(family) mod 10 < 3, so augmentations of one base scenario never straddle the split.
+- Each task's environment has the scenario's own world, allow-list and agent-facing schemas (scrambled names and
+  all). Reward = ToolSandbox's similarity; a trajectory is perfect when it is 1.0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from trace_rl.config import EnvConfig
+from trace_rl.envs.toolsandbox import data
+from trace_rl.envs.toolsandbox.episode import first_user_message, score_conversation, user_instruction
+from trace_rl.envs.toolsandbox.sandbox import Sandbox
+from trace_rl.envs.toolsandbox.user import ENDING_NOTE, ToolSandboxScriptedUser, user_scenario
+from trace_rl.errors import UserError
+from trace_rl.models.base import ModelClient
+from trace_rl.types import Message, RewardInfo, Task, TerminationReason, ToolCall
+
+TASK_SETS = ("base_offline", "base", "all_offline", "all")
+SPLITS = ("all", "train", "test")
+TEST_SHARE = 3  # tenths of the families that go to test
+
+
+def family_split(family: str) -> str:
+    return "test" if int(hashlib.sha256(family.encode()).hexdigest(), 16) % 10 < TEST_SHARE else "train"
+
+
+def in_task_set(scenario: dict[str, Any], task_set: str) -> bool:
+    if task_set.startswith("base") and scenario["variant"] != "base":
+        return False
+    return not (task_set.endswith("offline") and scenario["needs_network"])
+
+
+class ToolSandboxEnvironment:
+    """One episode of one scenario (an `Environment`)."""
+
+    def __init__(self, domain: ToolSandboxDomain) -> None:
+        self.domain = domain
+        self.scenario: dict[str, Any] | None = None
+        self.sandbox: Sandbox | None = None
+
+    def reset(self, task: Task, seed: int | None = None) -> list[Message]:
+        self.scenario = self.domain.scenario(task)
+        self.sandbox = Sandbox(self.scenario, data.FROZEN_NOW)
+        return [Message(role="user", content=first_user_message(self.scenario))]
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """This scenario's agent-facing schemas; before `reset`, every agent tool unscrambled (see docs)."""
+        if self.scenario is None:
+            return self.domain.all_agent_schemas()
+        return list(self.scenario["agent_tool_schemas"])
+
+    def user_tool_schemas(self) -> list[dict[str, Any]]:
+        return []  # the user ends with a stop token, which stands for its end_conversation() call
+
+    def policy(self) -> str:
+        return self.domain.system_prompt()
+
+    def execute(self, call: ToolCall) -> Message:
+        if self.sandbox is None:
+            raise RuntimeError("execute before reset")
+        if call.requestor == "user":
+            result = self.sandbox.end_conversation()
+            return Message(role="tool", content=result.content, tool_call_id=call.id, name=call.name)
+        if call.parse_error is not None:
+            text = f"Error: could not parse arguments of '{call.name}': {call.parse_error}"
+            return Message(role="tool", content=text, tool_call_id=call.id, name=call.name, error=True)
+        if call.name not in self.sandbox.agent_names:
+            known = sorted(self.sandbox.agent_names)
+            text = f"KeyError: Agent tool call '{call.name}' is not a known allowed tool. Options are {known}"
+            return Message(role="tool", content=text, tool_call_id=call.id, name=call.name, error=True)
+        result = self.sandbox.agent_calls([(call.name, call.arguments)])[0]
+        return Message(
+            role="tool",
+            content=result.content,
+            tool_call_id=call.id,
+            name=call.name,
+            error=result.exception is not None,
+        )
+
+    def state_hash(self) -> str:
+        if self.sandbox is None:
+            return ""
+        world = {db: self.sandbox.tables.snapshot(db) for db in ("SETTING", "CONTACT", "MESSAGING", "REMINDER")}
+        return hashlib.sha256(repr(world).encode()).hexdigest()
+
+    async def score(
+        self, task: Task, messages: list[Message], termination: TerminationReason, judge: ModelClient | None = None
+    ) -> RewardInfo:
+        scenario = self.domain.scenario(task)
+        result, mismatches = score_conversation(scenario, messages, self.domain.meta, data.FROZEN_NOW)
+        return RewardInfo(
+            reward=result.similarity,
+            breakdown={
+                "similarity": result.similarity,
+                "milestone_similarity": result.milestone_similarity,
+                "minefield_similarity": result.minefield_similarity,
+            },
+            details={**result.as_dict(), "replay_mismatches": mismatches, "termination": str(termination)},
+        )
+
+
+class ToolSandboxDomain:
+    """ToolSandbox scenarios of one task set."""
+
+    prompt_lists_tools = False
+
+    def __init__(self, task_set: str, cfg: EnvConfig) -> None:
+        task_set = task_set or "base_offline"
+        if task_set not in TASK_SETS:
+            raise UserError(f"toolsandbox: unknown task set '{task_set}' (known: {', '.join(TASK_SETS)})")
+        unknown = sorted(set(cfg.options))
+        if unknown:
+            raise UserError(f"env.options: toolsandbox takes no options (got '{unknown[0]}')")
+        self.task_set = task_set
+        self.name = f"toolsandbox:{task_set}"
+        self.root: Path = data.resolve_data_dir(cfg.data_dir)
+        self.meta, self.scenarios = data.load_scenarios(self.root)
+
+    @cached_property
+    def _tasks(self) -> list[Task]:
+        return [self._task(s) for s in self.scenarios.values() if in_task_set(s, self.task_set)]
+
+    def _task(self, scenario: dict[str, Any]) -> Task:
+        family = scenario["base_scenario"]
+        return Task(
+            id=scenario["name"],
+            description=first_user_message(scenario),
+            user_scenario=user_scenario(scenario),
+            metadata={
+                "scenario": scenario["name"],
+                "family": family,
+                "variant": scenario["variant"],
+                "categories": list(scenario["categories"]),
+                "needs_network": scenario["needs_network"],
+                "split": family_split(family),
+            },
+        )
+
+    def scenario(self, task: Task) -> dict[str, Any]:
+        name = task.metadata.get("scenario", task.id)
+        if name not in self.scenarios:
+            raise UserError(f"toolsandbox: no scenario named '{name}'")
+        return self.scenarios[name]
+
+    # -- Domain protocol ----------------------------------------------------------------------------------------
+    def splits(self) -> list[str]:
+        return list(SPLITS)
+
+    def tasks(self, split: str = "all") -> list[Task]:
+        if split not in SPLITS:
+            raise UserError(f"{self.name}: unknown split '{split}' (known: {', '.join(SPLITS)})")
+        return [t for t in self._tasks if split == "all" or t.metadata["split"] == split]
+
+    def make_env(self) -> ToolSandboxEnvironment:
+        return ToolSandboxEnvironment(self)
+
+    def system_prompt(self) -> str:
+        """ToolSandbox's agent system prompt (the seeded SYSTEM -> AGENT message, the same in every scenario)."""
+        first = next(iter(self.scenarios.values()))
+        rows = first["initial_databases"]["SANDBOX"]["rows"]
+        return next(r["content"] for r in rows if r.get("sender") == "SYSTEM" and r.get("recipient") == "AGENT")
+
+    def scripted_user(self, task: Task) -> ToolSandboxScriptedUser:
+        return ToolSandboxScriptedUser()
+
+    def guidelines(self) -> str:
+        return ENDING_NOTE
+
+    def tool_schemas_for(self, task: Task) -> list[dict[str, Any]]:
+        """The agent-facing schemas of `task`'s scenario (what an engine asking per task should render)."""
+        return list(self.scenario(task)["agent_tool_schemas"])
+
+    def all_agent_schemas(self) -> list[dict[str, Any]]:
+        tools = data.load_tools(self.root)
+        return [t["openai_schema"] for t in tools.values() if "AGENT" in t["visible_to"]]
+
+    def user_instruction(self, task: Task) -> str:
+        return user_instruction(self.scenario(task))
+
+    def __repr__(self) -> str:
+        return f"ToolSandboxDomain({self.name!r})"
+
+
+__all__ = ["SPLITS", "TASK_SETS", "ToolSandboxDomain", "ToolSandboxEnvironment", "family_split", "in_task_set"]
