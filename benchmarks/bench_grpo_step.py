@@ -38,8 +38,11 @@ for _key, _value in (
 
 SETTINGS = {"env": "library:lookup_answer", "k": 4, "g": 2, "max_turn_tokens": 32, "max_episode_tokens": 320,
             "max_turns": 2}  # fmt: skip  # the bench_train.py SmolLM2 settings, on one line
-ARMS = {"transformers": {"sampler": "transformers"}, "vllm": {"sampler": "vllm"},
-        "vllm+shared_prefix": {"sampler": "vllm", "shared_prefix": True}}  # fmt: skip  # a table: one arm per line
+ARMS = {
+    "transformers": {"sampler": "transformers", "shared_prefix": False},
+    "vllm": {"sampler": "vllm", "shared_prefix": False},
+    "vllm+shared_prefix": {"sampler": "vllm", "shared_prefix": True},
+}
 
 
 def matmul_gflops(seconds: float = 3.0, n: int = 2048) -> float:
@@ -138,7 +141,8 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     path = resolve_model_path("smollm2-135m")
     gflops = matmul_gflops()
-    results: dict[str, Any] = {}
+    previous = out / "bench_grpo_step.json"  # arms not rerun keep their figures (`--arms` reruns some)
+    results: dict[str, Any] = json.loads(previous.read_text())["arms"] if previous.exists() else {}
     startup_s = None
     try:
         for arm in args.arms:

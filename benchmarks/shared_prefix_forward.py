@@ -14,6 +14,8 @@ FLOPs (counted from the shapes each path executes, padding included): linear lay
 LM head 2 * d * V * positions projected (TRL's fused head projects every position on CPU, only scored ones on CUDA),
 attention 4 * layers * heads * head_dim * (sum over queries of the keys each attends to, causal); fwd+bwd = 3 x fwd
 (the usual convention; with a frozen base the backward needs no weight gradients, so it is an upper bound).
+`--fp32-reference` then recomputes TRL's gradients in fp32 to show how far bf16 rounding alone moves them (on CPU
+with the 1,296-token library prompt this needs more than 15 GB of memory).
 
     .venv/bin/python benchmarks/shared_prefix_forward.py                                  # 750-token prompt, K=4
     .venv/bin/python benchmarks/shared_prefix_forward.py --prompt library:lookup_answer --groups 2 --out sp.json

@@ -235,7 +235,8 @@ class Trajectory(Record):
         return self.infra_error is not None
 
 
-_SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+_SNAKE = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
+MAX_CAPABILITY_NAME = 64  # a folder name under envs/ and adapters/ (300 characters: "file name too long")
 
 
 class Capability(Record):
@@ -250,6 +251,8 @@ class Capability(Record):
     @field_validator("name")
     @classmethod
     def _snake_case(cls, v: str) -> str:
-        if not _SNAKE.match(v):
-            raise ValueError(f"capability name '{v}' is not snake_case")
+        if len(v) > MAX_CAPABILITY_NAME or not _SNAKE.fullmatch(v):  # fullmatch: `$` also matches before a "\n"
+            raise ValueError(
+                f"capability name {v[:80]!r} is not snake_case of at most {MAX_CAPABILITY_NAME} characters"
+            )
         return v

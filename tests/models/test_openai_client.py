@@ -147,6 +147,15 @@ def test_unknown_model_404_is_not_retried(server, state) -> None:
     assert len(state.requests) == 1
 
 
+def test_a_400_retrying_cannot_fix_is_one_configuration_error(server, state) -> None:
+    from trace_rl.errors import UserError
+
+    state.default = error(400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
+    with pytest.raises(UserError, match=r"refused the request .*enable-auto-tool-choice"):
+        chat(make_client(server[0], max_retries=3))
+    assert len(state.requests) == 1
+
+
 def test_context_overflow_is_its_own_kind_and_not_retried(server, state) -> None:
     state.default = error(400, "This model's maximum context length is 2048 tokens. However, you requested 4100.")
     with pytest.raises(InfraError) as info:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from trace_rl.artifacts.layout import RunLayout
 from trace_rl.artifacts.store import atomic_write_json, read_model
 from trace_rl.errors import UserError
-from trace_rl.types import Capability
+from trace_rl.types import MAX_CAPABILITY_NAME, Capability
 
 
 class Label(StrEnum):
@@ -44,7 +44,7 @@ class Label(StrEnum):
 LabelMatrix = dict[str, dict[str, Label]]
 """trajectory id -> capability name -> label: one labeling run."""
 
-_SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+_SNAKE = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
 
 
 class _Strict(BaseModel):
@@ -64,8 +64,11 @@ class CandidateSpec(BaseModel):
     @classmethod
     def _snake(cls, v: str) -> str:
         v = v.strip()
-        if not _SNAKE.match(v):
-            raise ValueError(f"capability name '{v}' is not snake_case (lowercase words joined by '_')")
+        if len(v) > MAX_CAPABILITY_NAME or not _SNAKE.fullmatch(v):
+            raise ValueError(
+                f"capability name {v[:80]!r} is not snake_case (lowercase words joined by '_', at most "
+                f"{MAX_CAPABILITY_NAME} characters)"
+            )
         return v
 
     @field_validator("definition")

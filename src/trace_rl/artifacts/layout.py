@@ -48,6 +48,7 @@ PLANS_FILE = "plans.json"
 REFERENCE_TASKS_FILE = "reference_tasks.json"
 LOCK_FILE = ".lock"
 DISCOVERY_FILE = "discovery.json"
+ANALYST_PROMPTS_DIR = "prompts"  # diagnose --show-prompts: the analyst prompts it would send
 LABELS_DIR = "labels"
 CAPABILITIES_FILE = "capabilities.json"
 SUMMARY_FILE = "summary.json"
@@ -285,6 +286,7 @@ class RunLayout(_Folder):
     rollout_lock = _Under(ROLLOUT_DIR, LOCK_FILE)
     # diagnose
     discovery = _Under(DIAGNOSE_DIR, DISCOVERY_FILE)
+    analyst_prompts = _Under(DIAGNOSE_DIR, ANALYST_PROMPTS_DIR)
     capabilities = _Under(DIAGNOSE_DIR, CAPABILITIES_FILE)
     # synthesize
     synthesize_summary = _Under(SYNTHESIZE_DIR, SUMMARY_FILE)

@@ -89,12 +89,17 @@ def atomic_write_json(path: Path, obj: Any, *, indent: int | None = 2) -> None:
 
 
 def read_json(path: Path) -> Any:
+    """`path` parsed as JSON; a missing, unreadable, non-UTF-8 or malformed file is a one-line `UserError` naming it."""
     try:
-        return json.loads(Path(path).read_text())
+        return json.loads(Path(path).read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise UserError(f"file not found: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}: not valid JSON (line {exc.lineno})") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot be read ({exc.strerror})") from None
 
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -151,6 +156,8 @@ class JsonlStore:
         if isinstance(self.key, str):
             if self.key not in record:
                 raise UserError(f"{where}: record has no '{self.key}'")
+            if not isinstance(record[self.key], str):
+                raise UserError(f"{where}: '{self.key}' is a {type(record[self.key]).__name__}, not a string")
             return record[self.key]
         try:
             return self.key(record)
@@ -242,6 +249,8 @@ class RunDir(RunLayout):
     """`runs/<name>/`: the layout's paths (layout.py), the manifest, stage records and JSONL stores."""
 
     def __init__(self, root: Path) -> None:
+        if Path(root).exists() and not Path(root).is_dir():
+            raise UserError(f"run directory {root} is not a folder")
         super().__init__(root)
         self._recorded: set[str] = set()  # command lines this object appended to the manifest
 

@@ -18,8 +18,11 @@ from trace_rl.artifacts.layout import REPORT_FILE, ROLLOUT_TRAJECTORIES
 from trace_rl.artifacts.store import RunDir
 from trace_rl.cli.runner import run_app
 from trace_rl.config import EnvConfig, TraceConfig
+from trace_rl.config.base import MAX_TRIALS
 from trace_rl.errors import UserError
 from trace_rl.stage import StageContext, command_line, run_stage
+
+MAX_SAMPLES = 100_000  # bootstrap resamples: the intervals' Monte-Carlo error is tiny long before this
 
 app = typer.Typer(
     add_completion=False,
@@ -53,6 +56,8 @@ def env_check(
     from trace_rl.envs.check import check_domain
     from trace_rl.envs.registry import load_domain
 
+    if task_set and name == "toolsandbox":  # ToolSandbox's task sets are part of its name: toolsandbox:<set>
+        name, task_set = f"toolsandbox:{task_set}", None
     cfg = EnvConfig(name=name, data_dir=data_dir, **({"task_set": task_set} if task_set else {}))
     domain = load_domain(name, cfg)
     splits = split or domain.splits()
@@ -104,6 +109,10 @@ def report(
     and write the self-contained report.html."""
     from trace_rl.report.stage import ReportStage
 
+    if k is not None and not 1 <= k <= MAX_TRIALS:
+        raise UserError(f"--k: {k} is not a pass^k to compute (1 ≤ k ≤ {MAX_TRIALS})")
+    if not 1 <= samples <= MAX_SAMPLES:
+        raise UserError(f"--samples: {samples} bootstrap resamples (need 1 to {MAX_SAMPLES})")
     stage = ReportStage(k=k, samples=samples, seed=seed, as_json=as_json, html=html)
     run_stage(stage, StageContext(TraceConfig(), RunDir(run), echo=typer.echo))
 
@@ -126,6 +135,12 @@ def view(
     """Show trajectories readably: messages, tool calls and results, reward breakdown; filter failures."""
     from trace_rl.report.view import ViewFilter
     from trace_rl.report.view import view as show
+
+    if limit < 0:
+        raise UserError(f"--limit: {limit} (0 = no limit, else at most this many matches)")
+    store = (run / file).resolve()
+    if not store.is_relative_to(run.resolve()):
+        raise UserError(f"--file: {file} is outside the run directory {run}")
 
     flt = ViewFilter(failed=failed, infra=infra, task=task, trial=trial, id=id, env=env, split=split)
     if show(RunDir(run), flt, show_all=show_all, limit=limit or None, full=full, relpath=file) == 0:

@@ -1,5 +1,6 @@
 """`trace-rl diagnose`: the typer command (registered by cli/app.py). It maps its flags onto the `diagnose` section of
-`--config` (else of the config recorded in the run's manifest) and calls the diagnose stage (`diagnose/stage.py`).
+`--config` (else of the config recorded in the run's manifest) and calls the diagnose stage (`diagnose/stage.py`);
+`--show-prompts` writes the prompts an LLM analyst would send instead (`diagnose/preview.py`), calling no model.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import typer
 
 from trace_rl.artifacts.layout import ROLLOUT_TRAJECTORIES
 from trace_rl.artifacts.store import RunDir
+from trace_rl.config import TraceConfig
 from trace_rl.report.capabilities import render
 from trace_rl.stage import StageContext, command_line, load_run_config, run_stage
 
@@ -43,6 +45,17 @@ def diagnose_command(
     concurrency: Annotated[int | None, typer.Option("--concurrency", help="Labeling runs in flight.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Shuffling / sampling seed.")] = None,
     fresh: Annotated[bool, typer.Option("--fresh", help="Redo discovery and every labeling run.")] = False,
+    context_tokens: Annotated[
+        int | None, typer.Option("--context-tokens", help="The analyst's context length (default: the model's).")
+    ] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Analyst reply budget per call.")] = None,
+    show_prompts: Annotated[
+        bool,
+        typer.Option(
+            "--show-prompts",
+            help="Write the prompts an LLM analyst would send to <run>/diagnose/prompts/ and stop (no model call).",
+        ),
+    ] = False,
 ) -> None:
     """Find the capabilities the agent lacks (stage 1 of TRACE): writes diagnose/capabilities.json."""
     from trace_rl.diagnose.stage import DiagnoseStage
@@ -61,12 +74,33 @@ def diagnose_command(
         "diagnose.batch_size": batch_size,
         "diagnose.concurrency": concurrency,
         "diagnose.seed": seed,
+        "diagnose.context_tokens": context_tokens,
+        "diagnose.max_tokens": max_tokens,
     }
     cfg = load_run_config(run_dir, config, overrides)
+    if show_prompts:
+        _show_prompts(run_dir, cfg)
+        return
     result = run_stage(
         DiagnoseStage(fresh=fresh), StageContext(cfg, run_dir, command=command_line(ctx), echo=typer.echo)
     )
     render(result.file)
+
+
+def _show_prompts(run_dir: RunDir, cfg: TraceConfig) -> None:
+    """Build the analyst's client (for its tokenizer and context), write the prompts, never call the model."""
+    from trace_rl.diagnose.preview import preview
+    from trace_rl.models.registry import build_client
+    from trace_rl.models.specs import model_from_spec
+
+    section = cfg.diagnose
+    client = None
+    if not section.is_structural:
+        name, model_cfg = model_from_spec(section.analyst, cfg)
+        client = build_client(model_cfg, name=name)
+    result = preview(run_dir, section, client)  # type: ignore[arg-type]  # None only with the structural analyst
+    for line in result.lines:
+        typer.echo(line)
 
 
 __all__ = ["diagnose_command"]

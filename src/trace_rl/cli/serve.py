@@ -76,6 +76,8 @@ def serve_command(
     ] = 64,
 ) -> None:
     """OpenAI-compatible endpoint that routes each conversation once to its adapter and forwards it."""
+    if not 0 <= port <= 65535:
+        raise UserError(f"--port {port}: must be 0 to 65535")
     import uvicorn
 
     if device not in ("auto", "cpu", "cuda"):

@@ -15,12 +15,16 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from trace_rl.errors import UserError
 
 MAX_REPORTED_PROBLEMS = 10
+MAX_TRIALS = 1000
+"""Trials per task at most (rollout, evaluate): 1,000,000 planned pairs could never be shrunk and made `report` run
+for minutes; pass^k needs k ≤ trials, and no published protocol uses more than a few dozen."""
 
 
 class Section(BaseModel):
-    """A config section: unknown keys are errors."""
+    """A config section: unknown keys are errors, and no float may be NaN or infinite (`temperature: .nan` would be
+    accepted and then make every rerun's sampling identity differ from the recorded one)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def format_validation_error(err: ValidationError, source: str, within: str | None = None) -> str:
@@ -48,11 +52,20 @@ def section_with(section: SectionT, changes: dict[str, Any], name: str, source: 
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    """A YAML mapping; a missing file, invalid YAML or a non-mapping is a one-line `UserError`."""
+    """A YAML mapping; a missing file, a directory, unreadable or non-UTF-8 bytes, invalid YAML or a non-mapping is a
+    one-line `UserError`."""
     if not path.exists():
         raise UserError(f"config file not found: {path}")
+    if not path.is_file():
+        raise UserError(f"config {path} is not a file")
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot be read ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -64,17 +77,23 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def apply_overrides(data: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
-    """Set dotted keys (`{"rollout.trials": 3}`) in a nested dict, in place; None values are skipped."""
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any] | None, source: str = "config") -> dict[str, Any]:
+    """Set dotted keys (`{"rollout.trials": 3}`) in a nested dict, in place; None values are skipped. A section that
+    is not a mapping (`rollout: 3`) cannot take an override: a one-line `UserError` naming it."""
     for dotted, value in (overrides or {}).items():
         if value is None:
             continue
         node = data
         *parents, leaf = dotted.split(".")
-        for part in parents:
+        for depth, part in enumerate(parents, start=1):
             node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                where = ".".join(parents[:depth])
+                raise UserError(
+                    f"{source}: {where}: must be a mapping of settings, not {type(node).__name__} (cannot set {dotted})"
+                )
         node[leaf] = value
     return data
 
 
-__all__ = ["Section", "apply_overrides", "format_validation_error", "read_yaml", "section_with"]
+__all__ = ["MAX_TRIALS", "Section", "apply_overrides", "format_validation_error", "read_yaml", "section_with"]

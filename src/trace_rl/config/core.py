@@ -9,12 +9,13 @@ old run's manifest is read by lifting `stages.<name>` to `<name>` (`config_from_
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from trace_rl.config.base import Section, apply_overrides, format_validation_error, read_yaml
+from trace_rl.config.base import MAX_TRIALS, Section, apply_overrides, format_validation_error, read_yaml
 from trace_rl.config.diagnose import DiagnoseConfig
 from trace_rl.config.evaluate import EvaluateConfig
 from trace_rl.config.route import RouteConfig
@@ -43,13 +44,14 @@ class ModelConfig(Section):
     )
     api_key: str | None = Field(None, description="API key; prefer api_key_env.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
-    timeout_s: float = Field(120.0, description="Per-request timeout.")
-    max_retries: int = Field(4, description="Retries on 429/5xx/connection errors, exponential backoff.")
-    backoff_s: float = Field(0.5, description="First backoff delay; doubles each retry (with jitter).")
-    concurrency: int = Field(8, description="Requests in flight at most.")
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 512
+    timeout_s: float = Field(120.0, gt=0, description="Per-request timeout.")
+    max_retries: int = Field(4, ge=0, description="Retries on 429/5xx/connection errors, exponential backoff.")
+    backoff_s: float = Field(0.5, ge=0, description="First backoff delay; doubles each retry (with jitter).")
+    concurrency: int = Field(8, ge=1, description="Requests in flight at most.")
+    temperature: float = Field(1.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = Field(0, ge=0, description="Sample among the k likeliest tokens; 0 = off (on every backend).")
+    max_tokens: int = Field(512, ge=1)
     adapters: dict[str, str] = Field(default_factory=dict, description="Named LoRA adapters: name -> folder.")
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -76,6 +78,16 @@ class ModelConfig(Section):
         return [url] if url else []
 
 
+class ScoringConfig(Section):
+    """Where episode scoring may depart from τ²-bench (envs/evaluator.py `ScoringRules`); τ²'s behaviour by default."""
+
+    communicate_beside_calls: bool = Field(True, description="Text beside tool calls counts for COMMUNICATE (τ²).")
+    tau2_argument_match: bool = Field(True, description="A missing argument does not match an expected null (τ²).")
+    strict_replay: bool = Field(
+        False, description="Replay tool calls and score 0 when a recorded output differs from the tools' own."
+    )
+
+
 class EnvConfig(Section):
     """The target environment (also used by rollout, evaluate and synthesize)."""
 
@@ -89,13 +101,37 @@ class EnvConfig(Section):
         default_factory=dict, description="Upstream quirks to turn off or on by name (all reproduced by default)."
     )
     options: dict[str, Any] = Field(default_factory=dict, description="Domain-specific options (library: sizes, seed).")
-    max_steps: int = Field(50, description="Orchestrator steps per episode (TRACE used 50).")
-    max_errors: int = Field(10, description="Tool errors that end an episode (τ²-bench default).")
+    max_steps: int = Field(50, ge=1, description="Orchestrator steps per episode (TRACE used 50).")
+    max_errors: int = Field(10, ge=0, description="Tool errors that end an episode (τ²-bench default).")
+    scoring: ScoringConfig = Field(default_factory=ScoringConfig, description="τ² scoring departures (off: τ²).")
+
+
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""A run name, matched in full: one path component of at most 128 characters, starting with a letter or digit (no
+`/`, no `..`, no newline), so `runs_dir/<name>` always stays inside `runs_dir`."""
 
 
 class RunSection(Section):
-    name: str = Field("demo", description="Run name: the folder runs/<name>/.")
+    name: str = Field("demo", description="Run name: the folder runs/<name>/ (letters, digits, . _ -; ≤ 128).")
     runs_dir: Path = Field(Path("runs"), description="Where run folders are created.")
+
+    @field_validator("name")
+    @classmethod
+    def _one_folder(cls, v: str) -> str:
+        if RUN_NAME.fullmatch(v) is None:
+            shown = v if len(v) <= 40 else v[:40] + "..."
+            raise ValueError(
+                f"{shown!r} is not a run name (letters, digits, '.', '_', '-', starting with a letter or digit, "
+                "at most 128 characters; it must stay inside runs_dir)"
+            )
+        return v
+
+    @field_validator("runs_dir")
+    @classmethod
+    def _a_folder(cls, v: Path) -> Path:
+        if v.exists() and not v.is_dir():
+            raise ValueError(f"{v} exists and is not a folder")
+        return v
 
 
 class RolloutConfig(Section):
@@ -105,14 +141,22 @@ class RolloutConfig(Section):
     user: str = Field("scripted", description="'scripted' (the domain's deterministic user) or a model name.")
     judge: str | None = Field(None, description="Model name for NL_ASSERTION grading, when the basis needs it.")
     adapter: str | None = Field(None, description="Serve the policy with this LoRA adapter.")
+
+    @field_validator("adapter")
+    @classmethod
+    def _adapter_name(cls, v: str | None) -> str | None:
+        if v is not None and (RUN_NAME.fullmatch(v) is None or ".." in v):
+            raise ValueError(f"{v[:40]!r} is not an adapter name (letters, digits, '.', '_', '-'; at most 128)")
+        return v
+
     split: str = Field("train", description="Task split (diagnosing on test tasks would leak).")
-    trials: int = Field(1, ge=1, description="Trials per task (pass^k needs k ≤ trials).")
+    trials: int = Field(1, ge=1, le=MAX_TRIALS, description="Trials per task (pass^k needs k ≤ trials).")
     concurrency: int = Field(4, ge=1, description="Episodes in flight.")
     seed: int = Field(300, description="Base seed; trial seeds derive from it (τ²-bench default 300).")
     task_limit: int | None = Field(None, ge=1, description="Use only the first N tasks of the split.")
     task_ids: list[str] | None = Field(None, description="Run only these task ids (in this order).")
-    temperature: float | None = Field(None, description="Override the policy model's temperature.")
-    max_tokens: int | None = Field(None, description="Override the policy model's max tokens per turn.")
+    temperature: float | None = Field(None, ge=0.0, description="Override the policy model's temperature.")
+    max_tokens: int | None = Field(None, ge=1, description="Override the policy model's max tokens per turn.")
     episode_timeout_s: float | None = Field(
         None, gt=0, description="Wall-clock limit per episode (checked between steps); ends it as TIMEOUT, scored 0."
     )
@@ -228,7 +272,8 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> T
             f"{path}: `stages:` is gone; move each stage's settings to a top-level section "
             f"(`stages: {{train: ...}}` becomes `train: ...`; here: {names})"
         )
-    return _validate(apply_overrides(data, overrides), str(path or "config"))
+    source = str(path or "config")
+    return _validate(apply_overrides(data, overrides, source), source)
 
 
 def config_from_record(
@@ -243,7 +288,7 @@ def config_from_record(
         data[name] = section
     if isinstance(data.get("train"), dict):
         data["train"] = recorded_train_config(data["train"])
-    return _validate(apply_overrides(data, overrides), source)
+    return _validate(apply_overrides(data, overrides, source), source)
 
 
 def executor_with(current: ExecutorConfig, kind: str | None = None, address: str | None = None) -> ExecutorConfig:

@@ -49,7 +49,13 @@ class DiagnoseConfig(Section):
     concurrency: int = Field(4, ge=1, description="Labeling runs in flight.")
     temperature: float = Field(0.7, ge=0.0, description="Analyst sampling temperature (labeling runs differ by it).")
     discovery_temperature: float = Field(0.2, ge=0.0, description="Analyst temperature for the one discovery call.")
-    max_tokens: int = Field(4_096, ge=64, description="Analyst completion budget per call.")
+    max_tokens: int = Field(4_096, ge=64, description="Analyst completion budget per call (at most half the context).")
+    context_tokens: int | None = Field(
+        None,
+        ge=256,
+        description="The analyst's context length in tokens; default: the model's (local max_position_embeddings, "
+        "vLLM max_model_len), else 32768. Prompts are fitted to it (see budget.py of the diagnose package).",
+    )
     seed: int = Field(0, description="Shuffling and sampling seed; run i uses seed + i.")
     max_examples: int = Field(8, ge=0, description="Example failed trajectories kept per capability (paper code: 8).")
     structural_evidence: bool = Field(

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from trace_rl.config.base import Section
+from trace_rl.config.base import MAX_TRIALS, Section
 
 ARMS = ("base", "trace", "grpo_target", "gepa", "single_best", "multi_capability")
 
@@ -84,13 +84,15 @@ class EvaluateConfig(Section):
 
     arms: list[str] = Field(default_factory=lambda: list(ARMS), description=f"Arms to run: {', '.join(ARMS)}.")
     split: str = Field("test", description="Target split evaluated (held out from every earlier stage).")
-    trials: int = Field(3, ge=1, description="Trials per task (TRACE used 1; docs/method-notes.md §6.2).")
+    trials: int = Field(
+        3, ge=1, le=MAX_TRIALS, description="Trials per task (TRACE used 1; docs/method-notes.md §6.2)."
+    )
     seed: int = Field(300, description="Base seed; trial seeds derive from it, identical for every arm (paired).")
     task_limit: int | None = Field(None, ge=1, description="Only the first N tasks of the split.")
     concurrency: int = Field(4, ge=1, description="Episodes in flight.")
     policy: str | None = Field(None, description="Base policy model name or spec; None: the run's rollout.policy.")
     user: str | None = Field(None, description="User simulator ('scripted' or a model); None: the run's rollout.user.")
-    temperature: float | None = Field(None, description="Policy temperature; None: the run's rollout setting.")
+    temperature: float | None = Field(None, ge=0.0, description="Policy temperature; None: the run's rollout setting.")
     max_tokens: int | None = Field(None, ge=1, description="Policy max tokens per turn; None: the run's setting.")
     budget: int | None = Field(
         None, ge=1, description="Training rollout budget to match; None: the sum over the trained capability adapters."

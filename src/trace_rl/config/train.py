@@ -120,6 +120,12 @@ class TrainConfig(Section):
         "one process trains, else transformers, with a log line saying why; env TRACE_RL_NO_VLLM=1 forces "
         "transformers).",
     )
+    shared_prefix: bool = Field(
+        True,
+        description="Forward each group's shared prompt once per micro-batch, with gradient, instead of once per "
+        "rollout (training/shared_prefix.py; the same loss and gradients to float rounding; micro_batch_size "
+        "should be a multiple of num_generations). False: TRL's own computation.",
+    )
     vllm_server: VLLMServerSettings = Field(
         default_factory=VLLMServerSettings, description="sampler=vllm: how trace-rl starts the server."
     )

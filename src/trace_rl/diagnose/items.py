@@ -27,6 +27,7 @@ class DiagnosisItem:
     trajectory: Trajectory
     task: Task | None = None
     notes: list[str] = field(default_factory=list)
+    policy: str = ""  # the agent's policy (the environment's), shown to an LLM analyst
 
     @property
     def id(self) -> str:
@@ -53,6 +54,7 @@ class LabelResult:
     labels: LabelMatrix
     warnings: list[str] = field(default_factory=list)
     calls: int = 0
+    failed: list[str] = field(default_factory=list)  # trajectories the analyst could not label in this run
 
 
 @runtime_checkable

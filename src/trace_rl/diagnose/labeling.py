@@ -3,11 +3,12 @@
 `discover` asks the analyst once for a capability dictionary (at most `max_candidates`) → `diagnose/discovery.json`;
 `label_all` runs the N labeling runs concurrently (at most `concurrency` at a time; run i with seed `seed + i`) →
 `diagnose/labels/run_<i>.json`, each written atomically once `check_matrix` finds its labels complete (every
-trajectory × every capability). Resumable: a stored file is reused, not redone, when its fingerprint (`fingerprint`,
-which the stage takes over the trajectories and outcomes, the analyst and its settings and, for labeling runs, the
-dictionary) matches and, for a labeling run, its labels are complete for the same capabilities; `fresh` redoes them
-all. Failed labeling runs raise once every run has finished: the others are on disk, so a rerun redoes only the
-failed ones.
+trajectory × every capability, except those the analyst reported as failed: `LabelResult.failed`, warned, counted NA
+by the aggregation, and the reason a stored run is redone on a rerun). Resumable: a stored file is reused, not
+redone, when its fingerprint (`fingerprint`, which the stage takes over the trajectories and outcomes, the analyst
+and its settings and, for labeling runs, the dictionary) matches and, for a labeling run, its labels are complete for
+the same capabilities; `fresh` redoes them all. Failed labeling runs raise once every run has finished: the others
+are on disk, so a rerun redoes only the failed ones.
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ async def _label_run(
     ids = [i.id for i in items]
     async with gate:
         result = await analyst.label(items, candidates, run=run_index, seed=cfg.seed + run_index)
-    labels = check_matrix(result.labels, ids, names, f"labeling run {run_index}")
+    failed = set(getattr(result, "failed", None) or ())  # per-trajectory failures are data: left out of this run
+    labels = check_matrix(result.labels, [i for i in ids if i not in failed], names, f"labeling run {run_index}")
     record = LabelRunRecord(
         run=run_index,
         seed=cfg.seed + run_index,

@@ -16,9 +16,9 @@ SYSTEM = (
 )
 
 DISCOVERY = """Below are {n} trajectories of the same agent on tasks of one environment: {n_pass} succeeded and \
-{n_fail} failed. Each shows the user's messages, the agent's tool calls (name and arguments), the tool results and \
-the agent's replies; long content is cut.
-
+{n_fail} failed. Each shows the user's goal (what the simulated user was told to get done), the user's messages, \
+the agent's tool calls (name and arguments), the tool results (whole) and the agent's replies; long messages are cut.
+{policy}
 Contrast the successful trajectories with the failed ones and name the capabilities whose absence explains failures \
 that recur across tasks. A capability is an action or behaviour that some tasks require for success.
 
@@ -46,6 +46,10 @@ LABELING = """You will label trajectories of a tool-using agent against a fixed 
 
 Capabilities:
 {dictionary}
+{policy}
+Each trajectory shows the user's goal (what the simulated user was told to get done), then the conversation. A long \
+trajectory is shown in parts ("part k of n"): label each part on what it shows (LACKING only when the lack shows in \
+that part); the parts' labels are combined.
 
 For every trajectory and every capability give exactly one label:
 - "NA": the task does not require this capability;
@@ -61,12 +65,23 @@ Answer with exactly this JSON shape, one entry per trajectory reference and one 
 
 {summaries}"""
 
+POLICY = """
+The agent was given this policy (its system prompt); judge its actions against it:
+<policy>
+{policy}
+</policy>
+"""
+
 REPAIR = """Your reply could not be used: {error}
 Reply again with only the JSON object in the required shape, no other text."""
 
 MISSING = """Some labels are missing or invalid: {problems}
 Reply with only a JSON object {{"labels": {{...}}}} that labels these trajectories: {refs}, each with every \
 capability: {names}."""
+
+
+def policy_section(policy: str) -> str:
+    return POLICY.format(policy=policy) if policy else ""
 
 
 def dictionary_text(capabilities: Sequence[CandidateSpec]) -> str:
@@ -77,4 +92,15 @@ def label_example(capabilities: Sequence[CandidateSpec]) -> str:
     return ", ".join(f'{json.dumps(c.name)}: "NA|PRESENT|LACKING"' for c in capabilities)
 
 
-__all__ = ["DISCOVERY", "EVIDENCE", "LABELING", "MISSING", "REPAIR", "SYSTEM", "dictionary_text", "label_example"]
+__all__ = [
+    "DISCOVERY",
+    "EVIDENCE",
+    "LABELING",
+    "MISSING",
+    "POLICY",
+    "REPAIR",
+    "SYSTEM",
+    "dictionary_text",
+    "label_example",
+    "policy_section",
+]

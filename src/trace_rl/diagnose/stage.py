@@ -237,7 +237,12 @@ def _items(
         given = tasks.values() if isinstance(tasks, Mapping) else tasks
         env = EnvInfo(tasks={("", t.id): t for t in given})
     kept = _drop_test_tasks(kept, env.test_ids, cfg, counts, warnings)
-    items = [DiagnosisItem(t, env.tasks.get((t.env, t.task_id)) or env.tasks.get(("", t.task_id))) for t in kept]
+    items = [
+        DiagnosisItem(
+            t, env.tasks.get((t.env, t.task_id)) or env.tasks.get(("", t.task_id)), policy=env.policies.get(t.env, "")
+        )
+        for t in kept
+    ]
     counts["with_reference"] = sum(
         1 for i in items if i.task and i.task.evaluation_criteria and i.task.evaluation_criteria.actions is not None
     )

@@ -5,12 +5,13 @@ the rest: the system prompt is dropped (it is the same for every trajectory), wh
 cut to `max_content_chars` (head and tail kept, the cut marked). A trajectory longer than `max_chars` first has its
 tool results cut to a quarter of that, so every call stays visible; if still too long it keeps its first (about two
 thirds) and last events, marking how many were omitted. Characters are a proxy for tokens (≈ 4 per token).
+The LLM analyst's prompts use `chunks.py` on top of these helpers: tool results whole, long trajectories in parts.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from trace_rl.diagnose.items import DiagnosisItem
@@ -128,18 +129,19 @@ def _fit(events: list[str], budget: int) -> list[str]:
     return head + marker + list(reversed(tail))
 
 
-def pack(texts: Sequence[str], *, max_items: int, max_chars: int) -> list[list[int]]:
-    """Greedy batches of indices: at most `max_items` texts and `max_chars` characters each (one text at least)."""
+def pack(texts: Sequence[str], *, max_items: int, max_chars: int, size: Callable[[str], int] = len) -> list[list[int]]:
+    """Greedy batches of indices: at most `max_items` texts and `max_chars` (as `size` counts: characters, or
+    tokens) each (one text at least)."""
     batches: list[list[int]] = []
     current: list[int] = []
-    size = 0
+    size_used = 0
     for i, text in enumerate(texts):
-        n = len(text) + 2
-        if current and (len(current) >= max_items or size + n > max_chars):
+        n = size(text) + 2
+        if current and (len(current) >= max_items or size_used + n > max_chars):
             batches.append(current)
-            current, size = [], 0
+            current, size_used = [], 0
         current.append(i)
-        size += n
+        size_used += n
     if current:
         batches.append(current)
     return batches

@@ -75,6 +75,12 @@ class EpisodeFactory:
             if user is None:
                 raise UserError(f"environment '{self.env_name}' has no scripted user for task {job.task.id}")
             return user
+        own = getattr(self.domain, "llm_user", None)  # a domain with its own LLM user (toolsandbox)
+        if own is not None:
+            user = own(self.user_client, job.task, self.user_sampling)
+            if self.user_model:
+                user.name = f"llm:{self.user_model}"
+            return user
         guidelines = getattr(self.domain, "guidelines", None)
         if guidelines is None:
             raise UserError(f"environment '{self.env_name}' has no user guidelines for an LLM user simulator")

@@ -98,7 +98,7 @@ class HFSampler:
             do_sample=not greedy,
             temperature=None if greedy else temperature,
             top_p=None if greedy else top_p,
-            top_k=None,
+            top_k=None if greedy else 0,  # the full tempered distribution (None: transformers' default top-k 50)
             eos_token_id=sorted(self.stop_ids),
             pad_token_id=self.pad_id,
             return_dict_in_generate=True,

@@ -1,7 +1,9 @@
 """`trace-rl env check`: replay every task's gold actions and compare the DB with the evaluator's gold DB.
 
 A task matches when the environment, after executing the gold actions as an agent would, scores DB = 1. This checks
-the engine (tools, initial state, hashing) against the task files, as upstream's gold replay does.
+the engine (tools, initial state, hashing) against the task files, as upstream's gold replay does. A domain with
+its own measure provides `reference_check(task) -> (ok, tool errors)` and `check_measure` (toolsandbox: a reference
+path reaches similarity 1.0).
 """
 
 from __future__ import annotations
@@ -19,13 +21,17 @@ class GoldReplayResult:
     total: int = 0
     mismatched: list[str] = field(default_factory=list)
     gold_errors: dict[str, list[str]] = field(default_factory=dict)
+    measure: str = "db-match"
 
     @property
     def line(self) -> str:
-        return f"gold-replay: {self.matched}/{self.total} db-match"
+        return f"gold-replay: {self.matched}/{self.total} {self.measure}"
 
 
 def replay_gold(domain: Domain, task: Task) -> tuple[bool, list[str]]:
+    reference_check = getattr(domain, "reference_check", None)
+    if reference_check is not None:  # a domain with its own measure (toolsandbox: a reference path scores 1.0)
+        return reference_check(task)
     env = domain.make_env()
     env.reset(task)
     errors: list[str] = []
@@ -40,7 +46,7 @@ def replay_gold(domain: Domain, task: Task) -> tuple[bool, list[str]]:
 
 
 def check_domain(domain: Domain, splits: list[str]) -> GoldReplayResult:
-    result = GoldReplayResult()
+    result = GoldReplayResult(measure=getattr(domain, "check_measure", "db-match"))
     seen: set[str] = set()
     for split in splits:
         for task in domain.tasks(split):

@@ -17,6 +17,7 @@ from trace_rl.types import Message
 class SamplingParams(BaseModel):
     temperature: float = 1.0
     top_p: float = 1.0
+    top_k: int = 0  # 0: off (the full tempered distribution); transformers' own default of 50 is never applied
     max_tokens: int = 512
     seed: int | None = None
     stop: list[str] | None = None

@@ -129,7 +129,8 @@ class LocalClient:
     def _sampling(self, sampling: SamplingParams | None) -> SamplingParams:
         if sampling is not None:
             return sampling
-        return SamplingParams(temperature=self.cfg.temperature, top_p=self.cfg.top_p, max_tokens=self.cfg.max_tokens)
+        cfg = self.cfg
+        return SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, max_tokens=cfg.max_tokens)
 
     def generate(
         self,
@@ -152,7 +153,7 @@ class LocalClient:
             do_sample=not greedy,
             temperature=None if greedy else params.temperature,
             top_p=None if greedy else params.top_p,
-            top_k=None,
+            top_k=None if greedy else params.top_k,  # 0 = off; None would mean transformers' default of 50
             eos_token_id=sorted(self.stop_ids),
             pad_token_id=self.pad_id,
             stop_strings=params.stop or None,

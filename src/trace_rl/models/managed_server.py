@@ -70,6 +70,9 @@ class _AdapterCalls:
             if name in self.loaded:
                 _post(self.root_url, "/v1/unload_lora_adapter", {"lora_name": name})
             resp = _post(self.root_url, "/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(path)})
+            if resp.status_code == 400 and "already been loaded" in resp.text:  # by another client of this server
+                _post(self.root_url, "/v1/unload_lora_adapter", {"lora_name": name})
+                resp = _post(self.root_url, "/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(path)})
             if resp.status_code != 200:
                 raise UserError(
                     f"the vLLM server refused adapter '{name}' ({path}): HTTP {resp.status_code}: {resp.text[:200]}"

@@ -4,7 +4,9 @@ Built on the official `openai` SDK (`AsyncOpenAI`, its own retries off) with our
 exponential backoff and jitter on timeouts, connection errors, 429 and 5xx, each attempt counted and logged; other 4xx
 fail at once. What survives the retries raises `InfraError(kind, message)` with kind `timeout`, `connection`,
 `rate_limit`, `http_5xx`, `http_4xx` or `context_length` (a 400 for a prompt longer than the model's context; the
-orchestrator scores that episode as an agent failure, since retrying cannot help). A semaphore bounds the requests in
+orchestrator scores that episode as an agent failure, since retrying cannot help). Any other 400 or 422 is a request
+the server refuses as it is (e.g. `tool_choice` on a server without a tool-call parser): a configuration error,
+`UserError`, one line. A semaphore bounds the requests in
 flight. `adapter` becomes the request's `model` (vLLM multi-LoRA serves each adapter under its own name). With
 `return_token_ids`, vLLM's prompt and completion token ids (and log-probabilities) fill `Message.sampled`.
 """
@@ -233,6 +235,8 @@ class OpenAIClient:
         if self.logprobs:
             body["logprobs"] = True
         extra = dict(self.cfg.extra_body)
+        if params.top_k > 0 and not is_official_openai(self.base_url):
+            extra["top_k"] = params.top_k
         if self.return_token_ids:
             extra["return_token_ids"] = True
         if extra:
@@ -283,6 +287,12 @@ class OpenAIClient:
                 if not retryable:
                     self.stats.failures += 1
                     self.stats.last_attempts = attempts
+                    if err.kind == "http_4xx" and err.message.startswith(("HTTP 400", "HTTP 422")):
+                        raise UserError(  # a request the server refuses as it is: retrying cannot fix it
+                            f"model '{self.name}': the server refused the request ({err.message}); check the "
+                            "model's config against the server (e.g. tool calling needs --enable-auto-tool-choice "
+                            "and a --tool-call-parser, or use kind: vllm)"
+                        ) from err
                     log.warning(
                         "model %s (%s): giving up after %d attempt(s): %s",
                         self.name,

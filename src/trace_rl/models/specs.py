@@ -27,7 +27,11 @@ def model_from_spec(spec: str, cfg: TraceConfig | None = None) -> tuple[str, Mod
         return model, ModelConfig(kind="openai", model=model, base_url=base_url or None)
     if sep and kind == "local":
         return rest, ModelConfig(kind="local", model=rest)
-    if Path(spec).is_dir() or spec in ("smollm2-135m",):
+    if Path(spec).is_dir():
+        if not (Path(spec) / "config.json").is_file():
+            raise UserError(f"model folder {spec} is not a model (no config.json in it)")
+        return spec, ModelConfig(kind="local", model=spec)
+    if spec in ("smollm2-135m",):
         return spec, ModelConfig(kind="local", model=spec)
     known = ", ".join(sorted(cfg.models)) if cfg is not None and cfg.models else "none in config"
     raise UserError(

@@ -136,6 +136,7 @@ class VLLMClient:
             "max_tokens": min(params.max_tokens, budget),
             "temperature": max(0.0, params.temperature),
             "top_p": params.top_p,
+            "top_k": params.top_k or -1,  # -1: off, as in process
             "logprobs": 0,
             "return_token_ids": True,
             "skip_special_tokens": False,
@@ -177,7 +178,7 @@ class VLLMClient:
         sampling: SamplingParams | None = None,
     ) -> ModelResponse:
         params = sampling or SamplingParams(
-            temperature=self.cfg.temperature, top_p=self.cfg.top_p, max_tokens=self.cfg.max_tokens
+            temperature=self.cfg.temperature, top_p=self.cfg.top_p, top_k=self.cfg.top_k, max_tokens=self.cfg.max_tokens
         )
         started = time.perf_counter()
         prompt = await asyncio.to_thread(self.format.prompt_ids, messages, tools)

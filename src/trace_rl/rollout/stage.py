@@ -81,6 +81,7 @@ def _sampling(cfg: TraceConfig, model_cfg: ModelConfig | None) -> SamplingParams
     return SamplingParams(
         temperature=r.temperature if r.temperature is not None else base.temperature,
         top_p=base.top_p,
+        top_k=base.top_k,
         max_tokens=r.max_tokens if r.max_tokens is not None else base.max_tokens,
     )
 

@@ -50,7 +50,7 @@ def policy_sampling(
         temperature = r.temperature if r.temperature is not None else base.temperature
     if max_tokens is None:
         max_tokens = r.max_tokens if r.max_tokens is not None else base.max_tokens
-    return SamplingParams(temperature=temperature, top_p=base.top_p, max_tokens=max_tokens)
+    return SamplingParams(temperature=temperature, top_p=base.top_p, top_k=base.top_k, max_tokens=max_tokens)
 
 
 __all__ = ["model_label", "policy_model", "policy_sampling"]

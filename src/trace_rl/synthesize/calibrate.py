@@ -172,6 +172,7 @@ async def collect(
     sampling = SamplingParams(
         temperature=temperature,
         top_p=getattr(base, "top_p", 1.0),
+        top_k=getattr(base, "top_k", 0),
         max_tokens=max_tokens or getattr(base, "max_tokens", 512),
     )
     prompt = cap_env.system_prompt(hinted=False)

@@ -172,7 +172,7 @@ class SharedPrefixGRPOTrainer(GRPOTrainer):
     def _note_unshared(self, reason: str) -> None:
         if reason not in self._shared_prefix_notes:
             self._shared_prefix_notes.add(reason)
-            log.info("shared prefix: computing log-probs unshared (TRL's path) because %s", reason)
+            log.warning("shared prefix: computing log-probs unshared (TRL's path) because %s", reason)
 
     def _prepare_inputs(self, generation_batch: dict[str, Any]) -> dict[str, Any]:
         """TRL's training branch of `_prepare_inputs` with the row shuffle replaced by a group-keeping one."""

@@ -16,9 +16,11 @@ Where it departs, and the switch for the other behaviour:
 - group filtering on the success label by default and dynamic re-sampling (released code), see `grouping.py`;
 - hints (released code) only with `hint_fraction > 0` or an environment that sets its own fraction.
 
-Generation uses the trainer's own PEFT model through `trace_rl.engine.sampler.HFSampler` (CPU or GPU); the vLLM seam
-is documented in `engine/sampler.py`. One process or several via `accelerate launch -m trace_rl.cli.train ...` (G must
-be a multiple of the process count, so that no group is split across processes).
+Generation (`train.sampler`): a vLLM server with the adapter being trained hot-swapped in after every optimizer step
+(`vllm_sync.py`, on-policy, checked), or the trainer's own PEFT model in process (`engine.sampler.HFSampler`); `auto`
+takes vLLM where it can. `train.shared_prefix` forwards each group's prompt once (`shared_prefix.py`). One process or
+several via `accelerate launch -m trace_rl.cli.train ...` (G must be a multiple of the process count, so that no group
+is split across processes; the vLLM sampler serves one process).
 
 `TRLBackend.train` reads as its steps (`GRPORun`): prepare the device, load the policy, build the dataset, build the
 trainer, write the training config, evaluate the base model, train (resuming from the newest complete checkpoint),
@@ -157,9 +159,8 @@ class GRPORun:
     ) -> None:
         """The group rollout (episodes of G seeds × K samples, filtered and re-sampled) feeding TRL's GRPOTrainer with
         a LoRA on the policy; metrics logged per step."""
-        from trl import GRPOTrainer
-
         from trace_rl.training.metrics import MetricsCallback
+        from trace_rl.training.shared_prefix import trainer_class
 
         env, cfg = self.env, self.cfg
         runner = EpisodeRunner(env, self.codec, self.limits, temperature=cfg.temperature, top_p=cfg.top_p)
@@ -182,7 +183,7 @@ class GRPORun:
         )
         metrics = MetricsCallback(self.files.metrics, rollout, capability=env.name)
         args = grpo_args(cfg, self.work.checkpoints, device=self.device, bf16=self.bf16)
-        self.trainer = GRPOTrainer(
+        self.trainer = trainer_class(cfg.shared_prefix)(
             model=self.model,
             reward_funcs=[env_reward],
             args=args,

@@ -21,6 +21,7 @@ from typing import Any
 
 from trace_rl.config import EnvConfig
 from trace_rl.envs.base import ToolkitEnvironment
+from trace_rl.envs.evaluator import ScoringRules
 from trace_rl.envs.tau2 import data
 from trace_rl.envs.tau2.db import Tau2DB
 from trace_rl.envs.tau2.quirks import resolve_quirks
@@ -83,6 +84,7 @@ class Tau2Domain:
         self.task_set = cfg.task_set
         self.quirks = resolve_quirks(domain, cfg.quirks)
         self.reward_basis = parse_reward_basis(cfg.reward_basis)
+        self.scoring = cfg.scoring.model_dump()  # envs/evaluator.py ScoringRules
         self.root = data.resolve_data_dir(cfg.data_dir)
         self.dir = data.domain_dir(self.root, domain)
         hidden = V02_HIDDEN_TOOLS.get(domain, frozenset()) if cfg.task_set == "v0.2" else frozenset()
@@ -142,7 +144,7 @@ class Tau2Domain:
         db = data.load_db(self.dir / "db.json", parts.db_cls)
         user_db = data.load_db(self.dir / "user_db.json", parts.user_db_cls) if parts.user_db_cls else None
         agent_schemas, user_schemas = self.tool_schemas()
-        return ToolkitEnvironment(
+        env = ToolkitEnvironment(
             toolkit_cls=parts.tools_cls,
             db=db,
             policy=self.policy(),
@@ -154,6 +156,8 @@ class Tau2Domain:
             reward_basis_override=self.reward_basis,
             toolkit_kwargs={"quirks": self.quirks},
         )
+        env.scoring_rules = ScoringRules(**self.scoring)  # type: ignore[attr-defined]
+        return env
 
     def system_prompt(self) -> str:
         return f"<instructions>\n{INSTRUCTIONS}\n</instructions>\n<policy>\n{self.policy()}\n</policy>"

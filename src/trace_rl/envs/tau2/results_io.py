@@ -61,7 +61,10 @@ def message_to_tau2(message: Message, index: int, requestors: dict[str, str]) ->
             "turn_idx": index,
             "timestamp": None,
         }
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    content = message.content
+    if message.role == "assistant" and message.tool_calls and content is None:
+        content = message.thought  # τ² keeps text beside tool calls as the message's content (and scores it)
+    out: dict[str, Any] = {"role": message.role, "content": content}
     if message.role != "system":
         calls = [
             {"id": c.id, "name": c.name, "arguments": c.arguments, "requestor": c.requestor}
@@ -191,17 +194,36 @@ def reward_info_from_tau2(raw: dict[str, Any] | None) -> RewardInfo | None:
 
 
 # -- whole files ------------------------------------------------------------------------------------------------
+DEFAULT_MAX_STEPS = 50  # trace-rl's env.max_steps default (TRACE used 50)
+DEFAULT_MAX_ERRORS = 10  # τ²-bench's default
+
+
+def tool_signature(schema: dict[str, Any]) -> dict[str, Any]:
+    """τ²'s `ToolSignature` (`name`, `doc`, `params`, `returns`) of an OpenAI function schema."""
+    function = schema.get("function", schema)
+    return {
+        "name": function["name"],
+        "doc": function.get("description") or "",
+        "params": function.get("parameters"),
+        "returns": None,
+    }
+
+
 def export_results(
     trajectories: Sequence[Trajectory],
     tasks: Sequence[Task],
     *,
     domain: Any | None = None,
-    max_steps: int | None = None,
-    max_errors: int | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    max_errors: int = DEFAULT_MAX_ERRORS,
     seed: int | None = None,
     git_commit: str = "",
 ) -> dict[str, Any]:
-    """τ²'s results.json content for `trajectories` (all of one domain); `domain` (a Tau2Domain) fills `info`."""
+    """τ²'s results.json content for `trajectories` (all of one domain); `domain` (a Tau2Domain) fills `info`.
+
+    Loadable by τ²'s own `Results` model: `info.max_steps`/`max_errors` are ints (the episode limits the run used;
+    default trace-rl's `env` defaults) and `environment_info.tool_defs` maps each tool name to τ²'s tool signature
+    `{name, doc, params, returns}` (the OpenAI schema's description and parameters), not to the OpenAI schema."""
     by_id = {t.id: t for t in tasks}
     tool_types: dict[str, str] = {}
     env_info: dict[str, Any] = {"domain_name": trajectories[0].env.removeprefix("tau2:") if trajectories else ""}
@@ -212,7 +234,7 @@ def export_results(
         env_info |= {
             "domain_name": domain.domain,
             "policy": domain.policy(),
-            "tool_defs": {s["function"]["name"]: s for s in schemas},
+            "tool_defs": {s["function"]["name"]: tool_signature(s) for s in schemas},
         }
     first = trajectories[0] if trajectories else None
     info = {

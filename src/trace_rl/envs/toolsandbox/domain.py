@@ -20,9 +20,9 @@ from trace_rl.config import EnvConfig
 from trace_rl.envs.toolsandbox import data
 from trace_rl.envs.toolsandbox.episode import first_user_message, score_conversation, user_instruction
 from trace_rl.envs.toolsandbox.sandbox import Sandbox
-from trace_rl.envs.toolsandbox.user import ENDING_NOTE, ToolSandboxScriptedUser, user_scenario
+from trace_rl.envs.toolsandbox.user import ENDING_NOTE, ToolSandboxLLMUser, ToolSandboxScriptedUser, user_scenario
 from trace_rl.errors import UserError
-from trace_rl.models.base import ModelClient
+from trace_rl.models.base import ModelClient, SamplingParams
 from trace_rl.types import Message, RewardInfo, Task, TerminationReason, ToolCall
 
 TASK_SETS = ("base_offline", "base", "all_offline", "all")
@@ -60,7 +60,7 @@ class ToolSandboxEnvironment:
         return list(self.scenario["agent_tool_schemas"])
 
     def user_tool_schemas(self) -> list[dict[str, Any]]:
-        return []  # the user ends with a stop token, which stands for its end_conversation() call
+        return []  # the generic LLM user ends with a stop token; `ToolSandboxLLMUser` has its own end_conversation tool
 
     def policy(self) -> str:
         return self.domain.system_prompt()
@@ -113,6 +113,7 @@ class ToolSandboxDomain:
     """ToolSandbox scenarios of one task set."""
 
     prompt_lists_tools = False
+    check_measure = "similarity-1.0"  # `env check`: a reference path per task reaches ToolSandbox similarity 1.0
 
     def __init__(self, task_set: str, cfg: EnvConfig) -> None:
         task_set = task_set or "base_offline"
@@ -173,6 +174,10 @@ class ToolSandboxDomain:
     def scripted_user(self, task: Task) -> ToolSandboxScriptedUser:
         return ToolSandboxScriptedUser()
 
+    def llm_user(self, client: ModelClient, task: Task, sampling: SamplingParams | None = None) -> ToolSandboxLLMUser:
+        """ToolSandbox's own LLM user for `task` (the engine prefers it to the generic one)."""
+        return ToolSandboxLLMUser(client, self.scenario(task), sampling=sampling)
+
     def guidelines(self) -> str:
         return ENDING_NOTE
 
@@ -183,6 +188,14 @@ class ToolSandboxDomain:
     def all_agent_schemas(self) -> list[dict[str, Any]]:
         tools = data.load_tools(self.root)
         return [t["openai_schema"] for t in tools.values() if "AGENT" in t["visible_to"]]
+
+    def reference_check(self, task: Task) -> tuple[bool, list[str]]:
+        """`env check`: play `task`'s reference path (reference.py) through an environment; (similarity == 1.0,
+        the tool errors on the way)."""
+        from trace_rl.envs.toolsandbox.reference import replay_reference
+
+        replay, scores = replay_reference(self, task)
+        return scores["similarity"] == 1.0, replay.errors
 
     def user_instruction(self, task: Task) -> str:
         return user_instruction(self.scenario(task))
