@@ -17,6 +17,8 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from trace_rl.models.prompt_format import stop_ids_of
+
 
 @dataclass
 class SampledTurn:
@@ -36,20 +38,6 @@ class TurnSampler(Protocol):
     def sample(
         self, contexts: Sequence[list[int]], *, max_new_tokens: int, temperature: float, top_p: float = 1.0
     ) -> list[SampledTurn]: ...
-
-
-def stop_token_ids(tokenizer: Any, model: Any | None = None) -> set[int]:
-    """The ids that end an assistant turn: eos, the model's generation eos, and `<|im_end|>` where it exists."""
-    ids: set[int] = set()
-    if tokenizer.eos_token_id is not None:
-        ids.add(int(tokenizer.eos_token_id))
-    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    if gen_eos is not None:
-        ids.update(int(i) for i in (gen_eos if isinstance(gen_eos, list) else [gen_eos]))
-    vocab = tokenizer.get_vocab()
-    if "<|im_end|>" in vocab:
-        ids.add(int(vocab["<|im_end|>"]))
-    return ids
 
 
 @contextmanager
@@ -76,7 +64,8 @@ class HFSampler:
         self.model = model
         self.tokenizer = tokenizer
         self.model_context = model_context or (lambda: _as_is(self.model))
-        self.stop_ids = stop_token_ids(tokenizer, model)
+        gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        self.stop_ids = stop_ids_of(tokenizer, gen_eos)
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad) if pad is not None else min(self.stop_ids)
         self.compute_logprobs = compute_logprobs
