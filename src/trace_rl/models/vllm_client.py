@@ -58,7 +58,7 @@ class VLLMClient:
         self.adapters: dict[str, Path] = {}
         self.max_model_len: int | None = None
         self._rng = random.Random()
-        self._sem: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        self._sem: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore, httpx.AsyncClient] | None = None
         for adapter_name, folder in cfg.adapters.items():
             self.load_adapter(adapter_name, folder)
 
@@ -118,11 +118,14 @@ class VLLMClient:
     def _backoff(self, attempt: int) -> float:
         return min(30.0, self.cfg.backoff_s * 2**attempt) * self._rng.uniform(0.5, 1.5)
 
-    def _semaphore(self) -> asyncio.Semaphore:
+    def _bound(self) -> tuple[asyncio.Semaphore, httpx.AsyncClient]:
+        """The semaphore and HTTP client of the running event loop (kept across requests; new ones for a new loop)."""
         loop = asyncio.get_running_loop()
         if self._sem is None or self._sem[0] is not loop:
-            self._sem = (loop, asyncio.Semaphore(max(1, self.cfg.concurrency)))
-        return self._sem[1]
+            limits = httpx.Limits(max_connections=max(1, self.cfg.concurrency))
+            self._sem = (loop, asyncio.Semaphore(max(1, self.cfg.concurrency)),
+                         httpx.AsyncClient(timeout=self.cfg.timeout_s, limits=limits))  # fmt: skip  # one tuple
+        return self._sem[1], self._sem[2]
 
     def completion_body(self, prompt: list[int], params: SamplingParams, adapter: str | None) -> dict[str, Any]:
         budget = self.context_length() - len(prompt)
@@ -152,11 +155,11 @@ class VLLMClient:
     async def sample_ids(self, prompt: list[int], params: SamplingParams, *, adapter: str | None) -> SampledIds:
         """One completion of `prompt` (token ids), retried through server failures."""
         body = self.completion_body(prompt, params, adapter)
-        async with self._semaphore():
+        sem, http = self._bound()
+        async with sem:
             for attempt in range(self.cfg.max_retries + 1):
                 try:
-                    async with httpx.AsyncClient(timeout=self.cfg.timeout_s) as http:
-                        resp = await http.post(f"{self.server.root_url}/v1/completions", json=body)
+                    resp = await http.post(f"{self.server.root_url}/v1/completions", json=body)
                     data = self._check(resp, body["model"])
                     break
                 except (httpx.TransportError, _Retry) as exc:
@@ -227,7 +230,10 @@ class VLLMClient:
         return out
 
     async def aclose(self) -> None:
-        """Nothing to release here; managed servers stop with the process (`stop_managed_servers`)."""
+        """Close the HTTP client of the current loop; managed servers stop with the process (`stop_managed_servers`)."""
+        bound, self._sem = self._sem, None
+        if bound is not None and bound[0] is asyncio.get_running_loop():
+            await bound[2].aclose()
 
 
 class _Retry(Exception):
