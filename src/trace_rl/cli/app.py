@@ -16,6 +16,7 @@ import typer
 
 from trace_rl.artifacts.layout import REPORT_FILE, ROLLOUT_TRAJECTORIES
 from trace_rl.artifacts.store import RunDir
+from trace_rl.cli.export_cmd import export_app
 from trace_rl.cli.runner import run_app
 from trace_rl.config import EnvConfig, TraceConfig
 from trace_rl.config.base import MAX_TRIALS
@@ -32,6 +33,7 @@ app = typer.Typer(
 )
 env_app = typer.Typer(no_args_is_help=True, help="Inspect and check environments.")
 app.add_typer(env_app, name="env")
+app.add_typer(export_app, name="export")
 
 ExecutorOpt = Annotated[
     str | None, typer.Option("--executor", help="local | ray: where episodes and trainings run (config: executor).")

@@ -1,11 +1,12 @@
 """Running a typer app as a command: one line for user errors, and the exit codes of every `trace-rl` command —
-0 done, 1 a failed check or work left to retry, 2 bad input, 130 interrupted."""
+0 done, 1 a failed check, work left to retry or infrastructure that failed (a model server that will not start), 2 bad
+input, 130 interrupted."""
 
 from __future__ import annotations
 
 import typer
 
-from trace_rl.errors import UserError
+from trace_rl.errors import InfraError, UserError
 from trace_rl.stage import StageFailed
 
 
@@ -18,6 +19,12 @@ def run_app(app: typer.Typer, argv: list[str] | None, prog_name: str) -> int:
     except UserError as exc:
         typer.echo(f"error: {exc}", err=True)
         return 2
+    except InfraError as exc:  # systemic (a server that will not start): one line, the rerun resumes
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        typer.echo(
+            f"error: infrastructure: {first} (nothing written is lost; rerun the same command to resume)", err=True
+        )
+        return 1
     except StageFailed as exc:
         typer.echo(exc.message, err=True)
         return exc.exit_code

@@ -106,6 +106,9 @@ class EnvConfig(Section):
     scoring: ScoringConfig = Field(default_factory=ScoringConfig, description="τ² scoring departures (off: τ²).")
 
 
+ReportTo = Literal["none", "trackio", "wandb", "mlflow", "tensorboard"]
+"""Where `run.report_to` sends metrics (trace_rl/tracking.py has a tracker per name)."""
+
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 """A run name, matched in full: one path component of at most 128 characters, starting with a letter or digit (no
 `/`, no `..`, no newline), so `runs_dir/<name>` always stays inside `runs_dir`."""
@@ -114,6 +117,18 @@ RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 class RunSection(Section):
     name: str = Field("demo", description="Run name: the folder runs/<name>/ (letters, digits, . _ -; ≤ 128).")
     runs_dir: Path = Field(Path("runs"), description="Where run folders are created.")
+    report_to: ReportTo = Field(
+        "none",
+        description="Experiment tracking for GRPO curves, calibration attempts and evaluation tables: none (default: "
+        "nothing logged anywhere but the run directory), trackio (local SQLite under tracking_dir), or wandb / mlflow "
+        "/ tensorboard when that package is installed (trace_rl/tracking.py).",
+    )
+    tracking_project: str | None = Field(
+        None, description="The tracker's project the run is filed under; default: the run folder's name."
+    )
+    tracking_dir: Path | None = Field(
+        None, description="trackio's local folder (TRACKIO_DIR); default: <run>/trackio, so a run stays self-contained."
+    )
 
     @field_validator("name")
     @classmethod

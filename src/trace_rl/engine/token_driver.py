@@ -26,14 +26,13 @@ holds at most `max_episode_tokens` completion tokens (model + env); running out 
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import threading
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from trace_rl.aio import run_sync
 from trace_rl.engine.chat_codec import ChatCodec
 from trace_rl.engine.episode import Episode, EpisodeLimits, Speaker
 from trace_rl.engine.prompt import training_prompt
@@ -335,25 +334,3 @@ def initial_messages(train_env: EpisodeSource, seed: int, limits: EpisodeLimits)
     ep = _Live(EpisodeRequest(seed=seed), train_env, limits)
     run_sync(ep.episode.advance())
     return None if ep.episode.done else ep.base_prompt.messages(ep.episode.agent_view())
-
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from sync code, also when an event loop is already running in this thread."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coro)
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from trace_rl.aio import run_sync
 from trace_rl.engine.sampler import SampledTurn
-from trace_rl.engine.token_driver import run_sync
 from trace_rl.models.base import SamplingParams
 from trace_rl.models.vllm_client import VLLMClient
 

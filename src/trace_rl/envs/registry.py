@@ -20,6 +20,8 @@ _BUILTIN = {
     "library": "trace_rl.envs.library:load_domain",
     "synthetic": "trace_rl.envs.synthetic:load_domain",
     "toolsandbox": "trace_rl.envs.toolsandbox:load_domain",
+    "openenv": "trace_rl.envs.openenv:load_domain",
+    "verifiers": "trace_rl.envs.verifiers:load_domain",
 }
 _REGISTRY: dict[str, DomainFactory] = {}
 

@@ -4,6 +4,10 @@ Every arm runs the same (task, trial) episodes with the same trial seeds, so arm
 for each k the per-task estimate is C(c, k)/C(n, k) (τ²-bench pass^k, `rollout.metrics`), the difference per task is
 `arm − base` over the tasks both have ≥ k scored trials, and its interval is a percentile bootstrap that resamples
 those tasks (the same resampled tasks for both arms). Unpaired intervals would add the task-to-task spread twice.
+
+`log_comparison` files the comparison with the run's tracker (`run.report_to`): scalars `evaluate/<arm>/pass^k`,
+`evaluate/<arm>/diff^k` (Δ to base) and `evaluate/<arm>/mean_reward`, and the table `evaluate/comparison` (one row
+per arm and k).
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trace_rl.artifacts.evaluation import ARM_LABELS, ArmResult, PassKRow
+from trace_rl.artifacts.evaluation import ARM_LABELS, ArmResult, Comparison, PassKRow
 from trace_rl.stats import GroupSummary, _quantile, pass_hat_k, summarize
+from trace_rl.tracking import Tracker
 
 
 @dataclass
@@ -165,10 +170,55 @@ def markdown_table(arms: list[ArmResult], k_max: int, skipped: dict[str, str] | 
     return "\n".join(lines)
 
 
+def comparison_rows(comparison: Comparison) -> list[dict[str, Any]]:
+    """One row per (arm, k): pass^k with its interval, the paired Δ to base, the arm's reward and budget."""
+    rows = []
+    for arm in comparison.arms:
+        for row in arm.pass_k:
+            diff = arm.at(row.k, diff=True)
+            rows.append(
+                {
+                    "arm": arm.name,
+                    "label": arm.display,
+                    "k": row.k,
+                    "pass_k": row.value,
+                    "low": row.low,
+                    "high": row.high,
+                    "tasks": row.tasks,
+                    "diff_to_base": diff.value if diff else None,
+                    "diff_low": diff.low if diff else None,
+                    "diff_high": diff.high if diff else None,
+                    "mean_reward": arm.mean_reward,
+                    "episodes": arm.episodes,
+                    "rollout_budget": arm.rollout_budget,
+                }
+            )
+    return rows
+
+
+def log_comparison(tracker: Tracker, comparison: Comparison, step: int | None = None) -> None:
+    """The comparison's figures and table to `tracker`, at one step (default 0)."""
+    step = 0 if step is None else step
+    metrics: dict[str, float] = {}
+    for arm in comparison.arms:
+        for row in arm.pass_k:
+            if row.value is not None:
+                metrics[f"evaluate/{arm.name}/pass^{row.k}"] = row.value
+        for row in arm.diff_to_base:
+            if row.value is not None:
+                metrics[f"evaluate/{arm.name}/diff^{row.k}"] = row.value
+        if arm.mean_reward is not None:
+            metrics[f"evaluate/{arm.name}/mean_reward"] = arm.mean_reward
+    tracker.log(metrics, step=step)
+    tracker.log_table("evaluate/comparison", comparison_rows(comparison), step=step)
+
+
 __all__ = [
     "PairedDiff",
     "arm_result",
+    "comparison_rows",
     "diff_rows",
+    "log_comparison",
     "markdown_table",
     "paired_bootstrap",
     "per_task_pass_k",

@@ -8,6 +8,8 @@
     evaluate/budget.json           the budget accounting
     evaluate/summary.md            the comparison table, for a README
 
+With `run.report_to` set, the comparison's pass^k figures and table also go to that tracker (run name `evaluate`).
+
 Resumable at every level: a killed evaluate reruns only the missing episodes of each arm (and resumes baseline
 training from its checkpoints, GEPA from its stored episodes). `--arms` selects arms; arms evaluated by earlier
 invocations stay in the comparison.
@@ -30,7 +32,7 @@ from trace_rl.envs.registry import load_domain
 from trace_rl.errors import UserError
 from trace_rl.evaluate.arms import ARMS_BY_NAME
 from trace_rl.evaluate.budget import AdapterBudget, Ledger, run_adapter_budget
-from trace_rl.evaluate.compare import arm_result, markdown_table, summarize_records
+from trace_rl.evaluate.compare import arm_result, log_comparison, markdown_table, summarize_records
 from trace_rl.evaluate.episodes import STAGE, ArmSkipped, EvalContext, check_tasks
 from trace_rl.models.base import ModelClient
 from trace_rl.models.registry import ModelClients
@@ -39,6 +41,7 @@ from trace_rl.routing.policy import model_label, policy_model, policy_sampling
 from trace_rl.routing.router import Router, router_factory
 from trace_rl.stage import StageContext, StageFailed
 from trace_rl.stats import GroupSummary
+from trace_rl.tracking import TrackingSettings, check_available, tracking
 
 
 def build_context(
@@ -258,6 +261,9 @@ def run_evaluate(
     `backend` (a TrainerBackend for the baselines), `reflection_lm` (GEPA's reflection callable)."""
     run = run if isinstance(run, RunDir) else RunDir(Path(run))
     run.require()
+    tracking_settings = TrackingSettings.from_run(cfg.run, run.root, run_name=STAGE)
+    if tracking_settings.enabled:
+        check_available(tracking_settings.report_to)  # before any work
     ctx = build_context(
         run, cfg, ecfg, clients=clients, router=router, backend=backend, reflection_lm=reflection_lm, echo=echo
     )
@@ -275,6 +281,8 @@ def run_evaluate(
                 _save_output(run, out)
             comparison, skipped = compile_comparison(ctx, command=command)
             write_outputs(ctx, comparison, skipped)
+            with tracking(tracking_settings) as tracker:
+                log_comparison(tracker, comparison)
             record.summary = {
                 "arms": {a.name: a.at(1).value if a.at(1) else None for a in comparison.arms},
                 "skipped": skipped,

@@ -141,6 +141,7 @@ class ManagedServer(_AdapterCalls):
             extra_args=args,
             log_path=log_dir / f"vllm-{model_path.name}-{os.getpid()}.log",
             startup_timeout_s=settings.startup_timeout_s,
+            cpu_threads_bind=settings.cpu_threads_bind,
         )
         self._start_lock = threading.Lock()
 
@@ -153,7 +154,8 @@ class ManagedServer(_AdapterCalls):
         try:
             self.server.start()
         except RuntimeError as exc:
-            raise InfraError("connection", f"could not start vLLM for {self.model_path}: {exc}") from exc
+            hint = f"log {self.server.log_path}; a slow machine may need models.<name>.server.startup_timeout_s"
+            raise InfraError("connection", f"could not start vLLM for {self.model_path} ({hint}): {exc}") from exc
         self.started_s = time.monotonic() - t0
         log.info(
             "vLLM serving %s at %s (healthy after %.0f s; log %s)",

@@ -109,10 +109,11 @@ class VLLMClient:
         raise AssertionError("unreachable")
 
     def _recover(self, exc: Exception, attempt: int) -> None:
+        reason = str(exc) or type(exc).__name__  # httpx timeouts carry no message
         if attempt >= self.cfg.max_retries:
             kind = exc.kind if isinstance(exc, _Retry) else "connection"
-            raise InfraError(kind, f"model '{self.name}' at {self.server.root_url}: {exc}") from exc
-        log.warning("model %s: %s; checking the server and retrying", self.name, exc)
+            raise InfraError(kind, f"model '{self.name}' at {self.server.root_url}: {reason}") from exc
+        log.warning("model %s: %s; checking the server and retrying", self.name, reason)
         self.server.ensure_running()
 
     def _backoff(self, attempt: int) -> float:

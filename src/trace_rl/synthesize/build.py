@@ -48,12 +48,13 @@ from trace_rl.envs.synthetic.sandbox import run_generator
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient
 from trace_rl.synthesize import leak as leakmod
-from trace_rl.synthesize.calibrate import CalibrationResult, calibrate
+from trace_rl.synthesize.calibrate import CalibrationResult, calibrate, log_calibration
 from trace_rl.synthesize.design import capability_type
 from trace_rl.synthesize.evidence import Evidence, collect_evidence, load_trajectories
 from trace_rl.synthesize.from_target import base_spec, target_spec
 from trace_rl.synthesize.llm_author import AuthorAttempt, author_code, tasks_from
 from trace_rl.synthesize.validate import validate
+from trace_rl.tracking import NoTracker, Tracker
 from trace_rl.types import Capability, Task
 
 
@@ -71,6 +72,7 @@ class Context:
         self.index, self.entities = leakmod.build_index(target)
         self.trajectories = load_trajectories(run)
         self.limits = EpisodeLimits(max_steps=syn.max_steps or target_cfg.max_steps, max_errors=target_cfg.max_errors)
+        self.tracker: Tracker = NoTracker()  # run.report_to: calibration attempts are logged there too
 
     @property
     def policy(self) -> ModelClient | None:
@@ -347,6 +349,7 @@ async def synthesize_one(ctx: Context, cap: Capability, folder: Path, echo: Call
             )
         )
         last_fig = result.figures
+        log_calibration(ctx.tracker, cap.name, attempt, result)
         echo(
             f"{cap.name}: attempt {attempt}: mean {result.figures['mean_reward']}, success "
             f"{result.figures['success_rate']}, informative {result.figures['informative_groups']}"

@@ -7,6 +7,9 @@ success, docs/method-notes.md §7), unbiased pass@k for k = 1, 2, 4, … ≤ K, 
 defaults to the released code's thresholds (`AcceptanceConfig`). A failure carries a direction: `too_hard`, `too_easy`
 or `uninformative`, which the stage turns into a difficulty move or a regeneration. Episodes use the environment's
 unhinted prompt and scripted user, run with `run_episode` on one event loop, `concurrency` at a time.
+
+`log_calibration` files one attempt's figures with the run's tracker (`run.report_to`), step = attempt number, under
+`calibration/<capability>/...` (numeric figures only: pass_at_k/<k>, by_variant/<v>/..., accepted as 0/1).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from trace_rl.engine.episode import EpisodeLimits
 from trace_rl.engine.text_driver import EpisodeSpec, domain_agent, run_episode
 from trace_rl.envs.synthetic.environment import CapabilityEnvironment
 from trace_rl.models.base import ModelClient, SamplingParams
+from trace_rl.tracking import Tracker, flat_metrics
 from trace_rl.types import Trajectory
 
 
@@ -182,7 +186,9 @@ async def collect(
         async with gate:
             task = cap_env.make_task(seed)
             env = cap_env.make_env()
-            agent = domain_agent(cap_env, client, system_prompt=prompt, tools=env.tool_schemas(), sampling=sampling)
+            agent = domain_agent(
+                cap_env, client, system_prompt=prompt, tools=cap_env.tool_schemas_for(task), sampling=sampling
+            )
             spec = EpisodeSpec(
                 env=f"synthetic:{cap_env.name}",
                 split="calibration",
@@ -239,4 +245,20 @@ async def calibrate(
     return CalibrationResult(fig, checks, accepted, direction, rollouts)
 
 
-__all__ = ["CalibrationResult", "Rollout", "calibrate", "collect", "figures", "judge", "pass_at_k"]
+def log_calibration(tracker: Tracker, capability: str, attempt: int, result: CalibrationResult) -> dict[str, float]:
+    """One calibration attempt's figures and verdict to `tracker` at step `attempt`; returns what was logged."""
+    metrics = flat_metrics({**result.figures, "accepted": result.accepted}, f"calibration/{capability}")
+    tracker.log(metrics, step=attempt)
+    return metrics
+
+
+__all__ = [
+    "CalibrationResult",
+    "Rollout",
+    "calibrate",
+    "collect",
+    "figures",
+    "judge",
+    "log_calibration",
+    "pass_at_k",
+]

@@ -8,7 +8,10 @@ whose own capability type matches the capability's are used.
 (`tau2_variants`, see `trace_rl.envs.synthetic.tau2_variants` for the shapes covered), excluding every user and
 order the test split refers to (through the environment's hashed leak index).
 
-Both reuse the target's tools and DB, so schemas match by construction, and re-derive gold actions that validation
+ToolSandbox: the evidence tasks' train-split families with their augmentations, scored by ToolSandbox's similarity
+(`trace_rl.envs.synthetic.toolsandbox_scenarios`).
+
+All reuse the target's tools and DB, so schemas match by construction, and re-derive gold actions that validation
 replays.
 """
 
@@ -30,6 +33,8 @@ def target_family(env_name: str) -> str | None:
         return "library"
     if env_name.startswith("tau2:") and env_name.split(":", 1)[1] in ("retail", "airline"):
         return "tau2"
+    if env_name.startswith("toolsandbox"):
+        return "toolsandbox"
     return None
 
 
@@ -92,6 +97,30 @@ def tau2_generator(evidence: Evidence, cfg: SynthesizeConfig, target: Domain) ->
     )
 
 
+def toolsandbox_generator(evidence: Evidence, cfg: SynthesizeConfig) -> GeneratorSpec | None:
+    """The evidence tasks' families (train side of the family split only: test families never enter)."""
+    from trace_rl.envs.toolsandbox.domain import family_split
+
+    counts = Counter(str(t.metadata.get("family")) for t in evidence.tasks if t.metadata.get("family"))
+    families = sorted(f for f in counts if family_split(f) == "train")
+    if not families:
+        return None
+    return GeneratorSpec(
+        kind="toolsandbox_scenarios",
+        params={
+            "families": families,
+            "evidence_counts": {f: counts[f] for f in families},
+            # ToolSandbox's own scenario categories of the evidence (canonicalization, insufficient information,
+            # state dependency, multiple user turns, ...): which of its axes this environment exercises
+            "evidence_categories": dict(
+                Counter(str(c) for t in evidence.tasks for c in t.metadata.get("categories") or []).most_common()
+            ),
+        },
+        difficulty=cfg.initial_difficulty,
+        seed_base=0,
+    )
+
+
 def target_spec(
     evidence: Evidence,
     kind: str,
@@ -107,9 +136,15 @@ def target_spec(
         gen = tau2_generator(evidence, cfg, target)
         if gen is None:
             return None, "no evidence task has a τ² shape the variant generator covers"
+    elif family == "toolsandbox":
+        gen = toolsandbox_generator(evidence, cfg)
+        if gen is None:
+            return None, "no evidence task belongs to a train-split ToolSandbox family"
     else:
         return None, f"target '{target_cfg.name}' has no from-target generator"
     spec = base_spec(evidence, kind, target_cfg, target, cfg, gen)
+    if family == "toolsandbox":  # whole scenarios: ToolSandbox's own similarity is the reward
+        spec.reward = spec.reward.model_copy(update={"source": "target"})
     spec.provenance = {"generator": "target", "kind": gen.kind}
     return spec, ""
 

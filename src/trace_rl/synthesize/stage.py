@@ -28,6 +28,7 @@ from trace_rl.models.base import ModelClient
 from trace_rl.models.registry import build_clients
 from trace_rl.stage import StageContext
 from trace_rl.synthesize.build import Context, synthesize_one
+from trace_rl.tracking import TrackingSettings, check_available, tracking
 from trace_rl.types import Capability
 
 STAGE = "synthesize"
@@ -86,10 +87,14 @@ async def arun_synthesize(
     target = load_domain(target_cfg.name, target_cfg)
     if syn.calibrate and syn.policy not in clients:
         raise UserError(f"calibration needs the policy model '{syn.policy}' (or set synthesize.calibrate: false)")
+    settings = TrackingSettings.from_run(cfg.run, run.root, run_name=STAGE) if cfg is not None else None
+    if settings is not None and settings.enabled:
+        check_available(settings.report_to)  # before any work
     if command is not None:
         run.ensure(command=command)
-    with run.stage(STAGE, config=syn.model_dump(mode="json"), command=command) as record:
+    with run.stage(STAGE, config=syn.model_dump(mode="json"), command=command) as record, tracking(settings) as tracker:
         ctx = Context(run, syn, target_cfg, target, clients)
+        ctx.tracker = tracker
         report = await _synthesize_all(ctx, selected, echo)
         record.summary = {
             name: {k: v for k, v in r.items() if k in ("status", "generator", "attempts")}

@@ -9,6 +9,8 @@ environment's capability sensitivity.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import copy
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +19,7 @@ from trace_rl.engine.episode import GREETING
 from trace_rl.envs.base import ToolkitEnvironment
 from trace_rl.envs.synthetic.environment import CapabilityEnvironment
 from trace_rl.envs.toolkit import ToolType
+from trace_rl.envs.users import STOP_TOKENS
 from trace_rl.synthesize.design import primary_check
 from trace_rl.types import Action, Message, Task, TerminationReason, ToolCall
 
@@ -161,12 +164,46 @@ class ValidationReport:
         }
 
 
+DO_NOTHING = "I am sorry, but I cannot assist with that."
+
+
+def check_target_scored(cap_env: CapabilityEnvironment, task: Task, check: TaskCheck) -> TaskCheck:
+    """A target-scored task (a whole ToolSandbox scenario): the target's reference path reaches 1.0 (`env check`'s
+    replay), and an agent that does nothing scores lower (the task needs the agent to act)."""
+    reference = getattr(cap_env.target, "reference_check", None)
+    if reference is None:
+        check.problems.append(f"target '{cap_env.target.name}' has no reference path to validate with")
+    else:
+        ok, errors = reference(task)
+        check.gold_reward = 1.0 if ok else 0.0
+        if not ok:
+            check.problems.append(f"the reference path does not reach 1.0 (tool errors: {errors[:3]})")
+    env = cap_env.make_env()
+    messages = [
+        *env.reset(task),
+        Message(role="assistant", content=DO_NOTHING),
+        Message(role="user", content=STOP_TOKENS[0]),
+    ]
+    info = asyncio.run(env.score(task, messages, TerminationReason.USER_STOP))
+    check.ablated_reward = info.reward
+    check.sensitive = info.reward < (check.gold_reward or 0.0) - 1e-6
+    check.ok = not check.problems
+    return check
+
+
 def check_task(cap_env: CapabilityEnvironment, seed: int) -> TaskCheck:
     try:
         task = cap_env.make_task(seed)
     except Exception as exc:
         return TaskCheck(seed, "", False, [f"generation failed: {type(exc).__name__}: {exc}"])
     check = TaskCheck(seed, task.id, True)
+    if cap_env.target_scored:
+        try:
+            return check_target_scored(cap_env, task, check)
+        except Exception as exc:
+            check.problems.append(f"scoring failed: {type(exc).__name__}: {exc}")
+            check.ok = False
+            return check
     env = cap_env.make_env()
     actions = list((task.evaluation_criteria.actions if task.evaluation_criteria else None) or [])
     if not actions:
@@ -207,9 +244,11 @@ def check_task(cap_env: CapabilityEnvironment, seed: int) -> TaskCheck:
 
 
 def validate(cap_env: CapabilityEnvironment, seeds: list[int], *, min_sensitivity: float = 0.9) -> ValidationReport:
+    """Check every seed (in a worker thread: target scorers and replays run their own event loop)."""
     report = ValidationReport(min_sensitivity=min_sensitivity)
-    for seed in seeds:
-        report.checks.append(check_task(cap_env, seed))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="validate") as pool:
+        for seed in seeds:
+            report.checks.append(pool.submit(check_task, cap_env, seed).result())
     return report
 
 

@@ -31,6 +31,7 @@ from trace_rl.config.train import TrainConfig
 from trace_rl.errors import UserError
 from trace_rl.executor import make_executor
 from trace_rl.stage import StageContext
+from trace_rl.tracking import TrackingSettings, check_available
 from trace_rl.training.backends import make_backend
 from trace_rl.training.envs import MixTrainEnv
 from trace_rl.training.launcher import SUBJOB_ENV, train_job
@@ -51,11 +52,15 @@ def run_train(
     backend: TrainerBackend | None = None,
     command: str | None = None,
     executor: ExecutorConfig | None = None,
+    tracking: TrackingSettings | None = None,
 ) -> list[AdapterResult]:
     """Train every selected environment (or their mix) that has no finished adapter yet.
 
-    `executor` (default local): under Ray every capability trains as its own task, in parallel, with its GPUs."""
+    `executor` (default local): under Ray every capability trains as its own task, in parallel, with its GPUs.
+    `tracking` (the run's `report_to`): the backend built here reports its curves there (an injected one: its own)."""
     run = run if isinstance(run, RunDir) else RunDir(Path(run))
+    if tracking is not None and tracking.enabled:
+        check_available(tracking.report_to)  # before any work
     main = int(os.environ.get("RANK", "0")) == 0 and not os.environ.get(SUBJOB_ENV)
     if main:
         run.ensure(command=command)
@@ -70,7 +75,7 @@ def run_train(
         return []
     if mix:
         chosen = {MIX_ADAPTER: MixTrainEnv(MIX_ADAPTER, list(chosen.values()))}
-    backend = backend or make_backend(cfg.backend)
+    backend = backend or make_backend(cfg.backend, tracking=tracking)
     results: list[AdapterResult] = []
 
     executor = (executor or ExecutorConfig()).for_stage("train")
@@ -158,7 +163,8 @@ class TrainStage:
 
     def run(self, ctx: StageContext, section: TrainConfig) -> list[AdapterResult]:
         only = {"capability": self.capability, "env_spec": self.env_spec, "mix": self.mix}
-        results = run_train(ctx.run, section, **only, command=ctx.command, executor=ctx.executor)
+        tracking = TrackingSettings.from_run(ctx.config.run, ctx.run.root)
+        results = run_train(ctx.run, section, **only, command=ctx.command, executor=ctx.executor, tracking=tracking)
         if not results:
             ctx.echo(f"nothing to train: no capability environment passed calibration (see {ENVS_DIR}/*/{STATUS_FILE})")
         for r in results:

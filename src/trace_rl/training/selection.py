@@ -14,9 +14,10 @@ from pathlib import Path
 from trace_rl.artifacts.environments import env_states
 from trace_rl.artifacts.layout import ENVS_DIR, MIX_ADAPTER
 from trace_rl.artifacts.store import RunDir
+from trace_rl.config import EnvConfig
 from trace_rl.envs.synthetic import load_train_env
 from trace_rl.errors import UserError
-from trace_rl.training.envs import MixTrainEnv, library_family_env
+from trace_rl.training.envs import MixTrainEnv, domain_split_env, library_family_env
 from trace_rl.training.protocol import TrainEnv
 
 
@@ -38,11 +39,22 @@ def run_envs(run_root: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
 
 
 def env_from_spec(spec: str) -> TrainEnv:
-    """`library:<family>` on the command line (a stand-in capability environment)."""
+    """`library:<family>` on the command line (a stand-in capability environment), or any environment name
+    (`openenv:<folder>`, `verifiers:<module>`, `toolsandbox:<set>`, `tau2:<domain>`): GRPO on its train split's
+    tasks (seed s plays task s mod n), scored by the environment itself."""
     prefix, _, rest = spec.partition(":")
     if prefix == "library" and rest:
         return library_family_env(rest)
-    raise UserError(f"unknown training environment '{spec}': use library:<family> or a run's {ENVS_DIR}/<capability>/")
+    try:
+        env = domain_split_env(spec.replace(":", "_").replace("/", "_"), EnvConfig(name=spec), "train")
+        if not env.train_seeds:
+            raise UserError("its train split has no task")
+        return env
+    except UserError as exc:
+        raise UserError(
+            f"unknown training environment '{spec}' ({exc}): use library:<family>, an environment name, or a run's "
+            f"{ENVS_DIR}/<capability>/"
+        ) from None
 
 
 def select_envs(

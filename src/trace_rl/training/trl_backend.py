@@ -24,7 +24,9 @@ is split across processes; the vLLM sampler serves one process).
 
 `TRLBackend.train` reads as its steps (`GRPORun`): prepare the device, load the policy, build the dataset, build the
 trainer, write the training config, evaluate the base model, train (resuming from the newest complete checkpoint),
-save the adapter, evaluate it, plot, and write `done.json` last. The pieces are built by `trl_setup.py`.
+save the adapter, evaluate it, plot, and write `done.json` last. The pieces are built by `trl_setup.py`. With
+`tracking` (the run's `report_to`), transformers' integration callback logs the curves too, one tracker run per
+capability in the run's project.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from trace_rl.engine.chat_codec import ChatCodec, check_prefix_preserving
 from trace_rl.engine.sampler import TurnSampler
 from trace_rl.engine.token_driver import EpisodeRunner
 from trace_rl.engine.vllm_sampler import VLLMSampler
+from trace_rl.tracking import TrackingSettings
 from trace_rl.training.checkpoints import last_complete_checkpoint
 from trace_rl.training.grouping import GroupPlan
 from trace_rl.training.protocol import AdapterResult, TrainEnv
@@ -95,13 +98,16 @@ class TRLBackend:
         sampler_for: Callable[[Any], TurnSampler] | None = None,
         callbacks: list[Any] | None = None,
         on_trainer: Callable[[Any], None] | None = None,
+        tracking: TrackingSettings | None = None,
     ) -> None:
         self._sampler_for = sampler_for
         self._callbacks = list(callbacks or [])
         self._on_trainer = on_trainer
+        self._tracking = tracking
 
     def train(self, env: TrainEnv, cfg: TrainConfig, *, adapter_dir: Path, work_dir: Path) -> AdapterResult:
-        run = GRPORun(env, cfg, adapter_dir=Path(adapter_dir), work_dir=Path(work_dir))
+        tracking = self._tracking.for_run(env.name) if self._tracking is not None else None
+        run = GRPORun(env, cfg, adapter_dir=Path(adapter_dir), work_dir=Path(work_dir), tracking=tracking)
         if is_done(run.adapter_dir):
             return AdapterResult(capability=env.name, adapter_dir=run.adapter_dir, skipped=True)
         run.prepare()
@@ -121,8 +127,17 @@ class GRPORun:
     """One adapter's GRPO training, one method per step (`TRLBackend.train` calls them in order). Only the main
     process writes files; every process trains."""
 
-    def __init__(self, env: TrainEnv, cfg: TrainConfig, *, adapter_dir: Path, work_dir: Path) -> None:
+    def __init__(
+        self,
+        env: TrainEnv,
+        cfg: TrainConfig,
+        *,
+        adapter_dir: Path,
+        work_dir: Path,
+        tracking: TrackingSettings | None = None,
+    ) -> None:
         self.started = time.time()
+        self.tracking = tracking
         self.env, self.cfg = env, cfg
         self.adapter_dir, self.work_dir = adapter_dir, work_dir
         self.files, self.work = AdapterLayout(adapter_dir), TrainWorkLayout(work_dir)
@@ -182,7 +197,7 @@ class GRPORun:
             trajectories=JsonlStore(self.work.trajectories) if cfg.log_trajectories and main else None,
         )
         metrics = MetricsCallback(self.files.metrics, rollout, capability=env.name)
-        args = grpo_args(cfg, self.work.checkpoints, device=self.device, bf16=self.bf16)
+        args = grpo_args(cfg, self.work.checkpoints, device=self.device, bf16=self.bf16, tracking=self.tracking)
         self.trainer = trainer_class(cfg.shared_prefix)(
             model=self.model,
             reward_funcs=[env_reward],

@@ -1,5 +1,6 @@
 """The pieces TRL's GRPO training is built from: device and precision, the base policy and its tokenizer, the LoRA
-config, the `GRPOConfig` (one optimizer step per G·K rollouts), the episode limits, and the dataset of seeds.
+config, the `GRPOConfig` (one optimizer step per G·K rollouts; experiment tracking per `run.report_to`), the episode
+limits, and the dataset of seeds.
 
 Each is a plain function of the `TrainConfig` (and the environment), so `trl_backend.TRLBackend` composes them and
 the benchmarks can time them one by one.
@@ -17,6 +18,7 @@ from trace_rl.config.train import TrainConfig
 from trace_rl.engine.episode import EpisodeLimits
 from trace_rl.engine.sampler import HFSampler, TurnSampler
 from trace_rl.errors import UserError
+from trace_rl.tracking import TrackingSettings, trainer_arguments
 from trace_rl.training.grouping import SeedTable
 from trace_rl.training.protocol import TrainEnv
 from trace_rl.training.rollout_func import seed_rows
@@ -104,7 +106,11 @@ def lora_config(cfg: TrainConfig, model: Any) -> Any:
     )
 
 
-def grpo_args(cfg: TrainConfig, output_dir: Path, *, device: str, bf16: bool) -> Any:
+def grpo_args(
+    cfg: TrainConfig, output_dir: Path, *, device: str, bf16: bool, tracking: TrackingSettings | None = None
+) -> Any:
+    """TRL's config; `tracking` (the run's `report_to`) turns on transformers' integration callback for it (trackio:
+    project and run name set, logged to its local folder, no Space), else nothing is reported anywhere."""
     from trl import GRPOConfig
 
     micro, accumulation = batch_layout(cfg, world_size())
@@ -133,7 +139,7 @@ def grpo_args(cfg: TrainConfig, output_dir: Path, *, device: str, bf16: bool) ->
         use_cpu=device == "cpu",
         gradient_checkpointing=cfg.gradient_checkpointing,
         disable_dropout=True,
-        report_to="none",
+        **trainer_arguments(tracking),
         save_strategy="steps",
         save_steps=cfg.save_steps,
         save_total_limit=cfg.save_total_limit,

@@ -118,3 +118,25 @@ def test_the_rollout_engine_renders_each_scenarios_own_tools() -> None:
         asyncio.run(factory.run(Job(task=task, trial=0, seed=i, id=f"j{i}")))
     expected = [set(domain.scenario(t)["agent_facing_tool_names"]) for t in (scrambled, plain)]
     assert seen[0] == expected[0] and seen[-1] == expected[1] and expected[0] != expected[1]
+
+
+def test_worked_example_is_an_option_off_by_default_and_from_a_train_family() -> None:
+    from trace_rl.engine.prompt import domain_prompt
+    from trace_rl.envs.toolsandbox.domain import family_split
+
+    assert load_domain("toolsandbox:base_offline").example_messages() == []
+    cfg = EnvConfig(name="toolsandbox:base_offline", options={"worked_example": True})
+    domain = load_domain("toolsandbox:base_offline", cfg)
+    example = domain.example_messages()
+    assert [m.role for m in example] == ["user", "assistant", "tool", "assistant"]
+    assert all(m.example for m in example) and example[1].tool_calls[0].name == "add_contact"
+    assert not example[2].error  # the call succeeded in the example's own world
+    scenario = domain.scenarios["add_contact_with_name_and_phone_number"]
+    assert family_split(scenario["base_scenario"]) == "train"
+    prompt = domain_prompt(domain, tools=[])
+    assert prompt.examples == example  # the agent's prompt carries it, as the library's worked example
+    with pytest.raises(UserError, match="worked_example"):
+        load_domain("toolsandbox:base_offline", EnvConfig(name="toolsandbox:base_offline", options={"x": 1}))
+    with pytest.raises(UserError, match="true or false"):
+        opts = {"worked_example": "yes"}
+        load_domain("toolsandbox:base_offline", EnvConfig(name="toolsandbox:base_offline", options=opts))

@@ -22,6 +22,7 @@ from trace_rl.artifacts.environments import EnvSpec, read_env_spec, read_env_sta
 from trace_rl.artifacts.layout import EnvLayout
 from trace_rl.config import EnvConfig
 from trace_rl.envs.base import Domain, ToolkitEnvironment
+from trace_rl.envs.evaluator import is_success
 from trace_rl.envs.synthetic.generators import TaskGenerator, build_generator
 from trace_rl.envs.synthetic.leak_guard import LeakIndex, task_leaks
 from trace_rl.envs.synthetic.reward import RewardModel, Score
@@ -120,14 +121,29 @@ class CapabilityEnvironment:
             f"capability env '{self.name}': no usable task for seed {seed} in {MAX_DRAWS} draws: {hits[:3]}"
         )
 
+    @property
+    def target_scored(self) -> bool:
+        """The target environment's own score is the reward (ToolSandbox similarity), not the shaped formula."""
+        return self.spec.reward.source == "target"
+
     def make_env(self) -> ToolkitEnvironment:
         env = self.target.make_env()
-        if not isinstance(env, ToolkitEnvironment):
+        if not isinstance(env, ToolkitEnvironment) and not self.target_scored:
             raise UserError(f"capability env '{self.name}': the target's environment is not toolkit-backed")
-        return env
+        return env  # type: ignore[return-value]  # a target-scored environment needs only the Environment protocol
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         return self.make_env().tool_schemas()
+
+    def tool_schemas_for(self, task: Task) -> list[dict[str, Any]]:
+        """The agent's schemas for `task`: the target's per-task schemas where it has them (ToolSandbox scenarios)."""
+        per_task = getattr(self.target, "tool_schemas_for", None)
+        return per_task(task) if per_task is not None else self.tool_schemas()
+
+    @property
+    def llm_user(self) -> Any:
+        """The target's own LLM user factory (ToolSandbox's), or None: the engine then builds the generic one."""
+        return getattr(self.target, "llm_user", None)
 
     @property
     def prompt_lists_tools(self) -> bool:
@@ -153,8 +169,9 @@ class CapabilityEnvironment:
         return self.spec.hint.fraction
 
     def scripted_user(self, task: Task) -> UserSimulator:
-        """The target's scripted user when the task carries its script, else the template user."""
-        if "user_script" in task.metadata:
+        """The target's scripted user when the task carries its script or is a whole target scenario (a
+        target-scored environment), else the template user."""
+        if "user_script" in task.metadata or self.target_scored:
             user = self.target.scripted_user(task)
             if user is not None:
                 return user
@@ -168,6 +185,9 @@ class CapabilityEnvironment:
         return str(target_guidelines())
 
     def score(self, task: Task, trajectory: Trajectory) -> Score:
+        if self.target_scored:  # the trajectory was scored by the target's own environment (run_episode)
+            reward = float(trajectory.reward or 0.0)
+            return Score(reward=reward, success=is_success(reward), components={"target": reward}, checks={})
         return self.rewarder.score(task, trajectory)
 
     def reward(self, task: Task, trajectory: Trajectory) -> tuple[float, bool]:

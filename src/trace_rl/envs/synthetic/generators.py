@@ -251,6 +251,10 @@ def build_generator(spec: EnvSpec, folder: Path, target: Domain) -> TaskGenerato
         from trace_rl.envs.synthetic.tau2_variants import Tau2Variants
 
         return Tau2Variants(spec, target, LeakIndex.load(folder))
+    if kind == "toolsandbox_scenarios":
+        from trace_rl.envs.synthetic.toolsandbox_scenarios import ToolSandboxScenarios
+
+        return ToolSandboxScenarios(spec, target)
     if kind == "code":
         return CodeTasks(spec, folder, getattr(target, "name", spec.target.get("name", "")))
     raise UserError(f"capability env '{spec.name}': unknown generator kind '{kind}'")

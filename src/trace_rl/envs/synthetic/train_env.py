@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_rl.envs.base import Environment
+from trace_rl.envs.evaluator import is_success
 from trace_rl.envs.synthetic.environment import CapabilityEnvironment, load_capability_env
 from trace_rl.envs.users import UserSimulator
 from trace_rl.types import EpisodeScore, Message, Task, TerminationReason
@@ -54,6 +55,9 @@ class CapabilityTrainEnv:
     async def score(
         self, env: Environment, task: Task, messages: list[Message], termination: TerminationReason
     ) -> EpisodeScore:
+        if self.env.target_scored:  # the target's own score (ToolSandbox similarity); success when it is 1
+            info = await env.score(task, messages, termination)
+            return EpisodeScore(shaped=info.reward, success=is_success(info.reward), breakdown=dict(info.breakdown))
         rewarder = self.env.rewarder
         db = float(env.state_hash() == rewarder.gold(task).db_hash)
         s = rewarder.score_messages(task, messages, termination, db=db)

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from functools import cached_property
 from pathlib import Path
@@ -23,11 +24,13 @@ from trace_rl.envs.toolsandbox.sandbox import Sandbox
 from trace_rl.envs.toolsandbox.user import ENDING_NOTE, ToolSandboxLLMUser, ToolSandboxScriptedUser, user_scenario
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient, SamplingParams
-from trace_rl.types import Message, RewardInfo, Task, TerminationReason, ToolCall
+from trace_rl.types import Action, EvaluationCriteria, Message, RewardInfo, Task, TerminationReason, ToolCall
 
 TASK_SETS = ("base_offline", "base", "all_offline", "all")
 SPLITS = ("all", "train", "test")
 TEST_SHARE = 3  # tenths of the families that go to test
+FREE_TEXT_ARGUMENTS = frozenset({"content"})  # compared by ROUGE-L in ToolSandbox: not an exact gold argument
+WORKED_EXAMPLE = "add_contact_with_name_and_phone_number"  # a train-split family; its path: one call, one reply
 
 
 def family_split(family: str) -> str:
@@ -96,6 +99,10 @@ class ToolSandboxEnvironment:
     async def score(
         self, task: Task, messages: list[Message], termination: TerminationReason, judge: ModelClient | None = None
     ) -> RewardInfo:
+        return self.score_now(task, messages, termination)
+
+    def score_now(self, task: Task, messages: list[Message], termination: TerminationReason) -> RewardInfo:
+        """`score` without an event loop (ToolSandbox's evaluator needs no model): replays and `env check`."""
         scenario = self.domain.scenario(task)
         result, mismatches = score_conversation(scenario, messages, self.domain.meta, data.FROZEN_NOW)
         return RewardInfo(
@@ -119,9 +126,13 @@ class ToolSandboxDomain:
         task_set = task_set or "base_offline"
         if task_set not in TASK_SETS:
             raise UserError(f"toolsandbox: unknown task set '{task_set}' (known: {', '.join(TASK_SETS)})")
-        unknown = sorted(set(cfg.options))
+        unknown = sorted(set(cfg.options) - {"worked_example"})
         if unknown:
-            raise UserError(f"env.options: toolsandbox takes no options (got '{unknown[0]}')")
+            raise UserError(f"env.options: toolsandbox takes only worked_example (got '{unknown[0]}')")
+        worked = cfg.options.get("worked_example", False)
+        if not isinstance(worked, bool):
+            raise UserError(f"env.options.worked_example: expected true or false, got {worked!r}")
+        self.worked_example = worked
         self.task_set = task_set
         self.name = f"toolsandbox:{task_set}"
         self.root: Path = data.resolve_data_dir(cfg.data_dir)
@@ -129,7 +140,34 @@ class ToolSandboxDomain:
 
     @cached_property
     def _tasks(self) -> list[Task]:
-        return [self._task(s) for s in self.scenarios.values() if in_task_set(s, self.task_set)]
+        tasks = [self._task(s) for s in self.scenarios.values() if in_task_set(s, self.task_set)]
+        return [t.model_copy(update={"evaluation_criteria": self._reference_criteria(t)}) for t in tasks]
+
+    def _reference_criteria(self, task: Task) -> EvaluationCriteria:
+        """The reference path's tool calls as the task's gold actions (agent-facing names of this scenario), for
+        reference-guided diagnosis and capability environments; the reward stays ToolSandbox's similarity. An
+        augmentation takes its base scenario's path, as `env check` does."""
+        scenario = self.scenario(task)
+        steps = self._reference_steps(scenario["base_scenario"])
+        to_agent = {b: a for a, b in (scenario.get("agent_to_execution_tool_name") or {}).items()}
+        actions = [
+            Action(
+                action_id=f"{task.id}-{i}",
+                name=to_agent.get(step["name"], step["name"]),
+                arguments=dict(step["arguments"]),
+                compare_args=[k for k in step["arguments"] if k not in FREE_TEXT_ARGUMENTS] or None,
+            )
+            for i, step in enumerate(s for s in steps if s["type"] == "tool_call")
+        ]
+        return EvaluationCriteria(actions=actions)
+
+    @functools.cache  # noqa: B019 - one domain per process holds at most 1,032 scenarios
+    def _reference_steps(self, base_scenario: str) -> list[dict[str, Any]]:
+        from trace_rl.envs.toolsandbox.reference import replay_reference
+
+        base = self._task(self.scenarios[base_scenario])
+        replay, _ = replay_reference(self, base)
+        return replay.steps
 
     def _task(self, scenario: dict[str, Any]) -> Task:
         family = scenario["base_scenario"]
@@ -170,6 +208,24 @@ class ToolSandboxDomain:
         first = next(iter(self.scenarios.values()))
         rows = first["initial_databases"]["SANDBOX"]["rows"]
         return next(r["content"] for r in rows if r.get("sender") == "SYSTEM" and r.get("recipient") == "AGENT")
+
+    def example_messages(self) -> list[Message]:
+        """With `env.options.worked_example: true` (a departure from ToolSandbox, whose agent gets no example): one
+        train-split scenario played by its reference path (the user's request, the tool call, its result, the reply),
+        shown before every conversation so a small model sees the tool-call format. Off by default."""
+        if not self.worked_example:
+            return []
+        return list(self._example)
+
+    @cached_property
+    def _example(self) -> list[Message]:
+        from trace_rl.envs.toolsandbox.reference import STOP_TOKEN, replay_reference
+
+        scenario = self.scenarios[WORKED_EXAMPLE]
+        assert family_split(scenario["base_scenario"]) == "train"  # never a test family's data
+        replay, _ = replay_reference(self, self._task(scenario))
+        shown = [m for m in replay.messages if not (m.role == "user" and m.content == STOP_TOKEN)]
+        return [m.model_copy(update={"example": True}) for m in shown]
 
     def scripted_user(self, task: Task) -> ToolSandboxScriptedUser:
         return ToolSandboxScriptedUser()

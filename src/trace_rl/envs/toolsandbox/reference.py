@@ -23,7 +23,6 @@ conversation is scored by the environment's `score`, i.e. the trace-rl path a ro
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 from dataclasses import dataclass, field
@@ -222,7 +221,7 @@ class Replay:
         self.finish()
 
     def score(self) -> dict[str, Any]:
-        info = asyncio.run(self.env.score(self.task, self.messages, TerminationReason.USER_STOP))
+        info = self.env.score_now(self.task, self.messages, TerminationReason.USER_STOP)
         return {"similarity": info.reward, **info.breakdown, "mapping": info.details.get("milestone_mapping")}
 
 
