@@ -105,14 +105,3 @@ class ScriptedUser:
         line = self.lines[self._i]
         self._i += 1
         return Message(role="user", content=line(history) if callable(line) else line)
-
-
-class FinalAnswerUser:
-    """A user with nothing to say but goodbye: the agent's text is its final answer, so the user ends the episode
-    (environments imported from other frameworks, whose counterpart is the environment itself)."""
-
-    def __init__(self, name: str = "final-answer") -> None:
-        self.name = name
-
-    async def reply(self, history: list[Message]) -> Message:
-        return Message(role="user", content=STOP_TOKENS[0])

@@ -26,11 +26,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from trace_rl.config import EnvConfig, format_validation_error
+from trace_rl.envs.foreign import FinalAnswerUser, threshold_reward
 from trace_rl.envs.openenv.loader import OpenEnvClasses, find_classes
-from trace_rl.envs.users import FinalAnswerUser
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient
-from trace_rl.types import SCORED_TERMINATIONS, Message, RewardInfo, Task, TerminationReason, ToolCall
+from trace_rl.types import Message, RewardInfo, Task, TerminationReason, ToolCall
 
 ACT_TOOL = "act"
 _OBS_SKIP = {"done", "reward", "metadata"}
@@ -156,23 +156,9 @@ class OpenEnvEnvironment:
         options = self.domain.options
         rewards = self.rewards
         total = (rewards[-1] if rewards else 0.0) if options.reward == "last" else float(sum(rewards, 0.0))
-        scored = termination in SCORED_TERMINATIONS
-        reward = min(total / options.success_threshold, 1.0) if scored else 0.0
-        success = scored and total >= options.success_threshold
         self.close()
-        return RewardInfo(
-            reward=reward,
-            breakdown={"success": float(success)},
-            details={
-                "return": total,
-                "rewards": list(rewards),
-                "steps": self.steps,
-                "done": self.done,
-                "success_threshold": options.success_threshold,
-                "termination": str(termination),
-                **({} if scored else {"gate": f"{termination}: an episode cut off by a limit scores 0"}),
-            },
-        )
+        details = {"return": total, "rewards": list(rewards), "steps": self.steps, "done": self.done}
+        return threshold_reward(total, options.success_threshold, termination, details)
 
     def close(self) -> None:
         if self.env is not None:

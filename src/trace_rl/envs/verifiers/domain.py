@@ -31,10 +31,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from trace_rl.aio import run_sync
 from trace_rl.config import EnvConfig, format_validation_error
-from trace_rl.envs.users import STOP_TOKENS, FinalAnswerUser
+from trace_rl.envs.foreign import FinalAnswerUser, threshold_reward
+from trace_rl.envs.users import STOP_TOKENS
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient
-from trace_rl.types import SCORED_TERMINATIONS, Message, RewardInfo, Task, TerminationReason, ToolCall
+from trace_rl.types import Message, RewardInfo, Task, TerminationReason, ToolCall
 
 STOP = STOP_TOKENS[0]
 
@@ -136,21 +137,12 @@ class VerifiersEnvironment:
         ]
         await row.score(trace)
         raw = float(trace.reward)
-        threshold = self.domain.options.success_threshold
-        scored = termination in SCORED_TERMINATIONS
-        success = scored and raw >= threshold
-        return RewardInfo(
-            reward=min(raw / threshold, 1.0) if scored else 0.0,
-            breakdown={"success": float(success)},
-            details={
-                "verifiers_reward": raw,
-                "rewards": {k: (r.score if r is not None else None) for k, r in trace.rewards.items()},
-                "metrics": dict(trace.metrics),
-                "success_threshold": threshold,
-                "termination": str(termination),
-                **({} if scored else {"gate": f"{termination}: an episode cut off by a limit scores 0"}),
-            },
-        )
+        details = {
+            "verifiers_reward": raw,
+            "rewards": {k: (r.score if r is not None else None) for k, r in trace.rewards.items()},
+            "metrics": dict(trace.metrics),
+        }
+        return threshold_reward(raw, self.domain.options.success_threshold, termination, details)
 
 
 async def _awaited(awaitable: Any) -> Any:
