@@ -40,6 +40,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--temperature", type=float, default=0.7)
     p.add_argument("--max-tokens", type=int, default=48)
     p.add_argument("--max-steps", type=int, default=12)
+    p.add_argument(
+        "--cpu-threads-bind",
+        default=None,
+        help="the managed server's VLLM_CPU_OMP_THREADS_BIND (auto, nobind, or a CPU list such as 0-1); default vLLM's",
+    )
     p.add_argument("--out", type=Path, default=Path("runs/bench-sampling"))
     return p.parse_args(argv)
 
@@ -110,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         arms["transformers-c1"] = run_arm(out, "transformers-c1", cfg)
         print("transformers-c1", arms["transformers-c1"], flush=True)
     t0 = time.perf_counter()
-    server = server_for(path, VLLMServerSettings())
+    server = server_for(path, VLLMServerSettings(cpu_threads_bind=args.cpu_threads_bind))
     startup_s = time.perf_counter() - t0
     try:
         for c in args.concurrency:

@@ -93,12 +93,13 @@ def test_user_errors_are_one_clear_line(tmp_path: Path):
         run_diagnose(only_test, DiagnoseConfig(), tasks=TASKS)
     elsewhere = [t.model_copy(update={"env": "nowhere"}) for t in cleans()]
     unknown_env = write_run(tmp_path / "runs" / "u", elsewhere, env={"name": "nowhere"})
-    with pytest.raises(UserError, match="structural analyzer needs the tasks' gold actions"):
-        run_diagnose(unknown_env, DiagnoseConfig())
     with pytest.raises(UserError, match="needs a model client"):
         run_diagnose(unknown_env, DiagnoseConfig(analyst="somebody"))
     with pytest.raises(UserError, match=r"no .*capabilities\.json"):
         read_capabilities(unknown_env)
+    # no gold actions anywhere: the structural analyzer gives way to the behavioral one, and says so
+    fallback = run_diagnose(unknown_env, DiagnoseConfig()).file
+    assert fallback.analyst == "behavioral" and any("behavioral analyzer" in w for w in fallback.warnings)
 
 
 def test_tasks_and_tool_kinds_come_from_the_registered_domain(tmp_path: Path):

@@ -26,7 +26,7 @@ SPEC_FORMAT = "trace-rl/capability-env@1"
 
 CheckKind = Literal["verify_before_act", "exact_arguments", "grounded_arguments", "write_coverage", "communicate"]
 Component = Literal["capability", "db", "communicate", "progress"]
-GeneratorKind = Literal["library_variants", "tau2_variants", "toolsandbox_scenarios", "code"]
+GeneratorKind = Literal["library_variants", "tau2_variants", "toolsandbox_scenarios", "target_reseed", "code"]
 RewardSource = Literal["shaped", "target"]
 Status = Literal["ready", "needs_attention"]
 
@@ -88,7 +88,8 @@ class GeneratorSpec(SpecRecord):
         description="library_variants: new seeds of the library families of the evidence tasks; tau2_variants: "
         "evidence train tasks re-targeted at other users/orders with re-derived, replay-verified gold actions; "
         "toolsandbox_scenarios: the evidence scenarios' train-split families with their augmentations (distraction "
-        "tools, scrambled names and descriptions); code: an author model's sandboxed generator (generator.py), "
+        "tools, scrambled names and descriptions); target_reseed: an imported target's fresh seeds or rows (OpenEnv, "
+        "verifiers), scored by its own reward; code: an author model's sandboxed generator (generator.py), "
         "materialised into tasks.jsonl."
     )
     params: dict[str, Any] = Field(default_factory=dict, description="Kind-specific parameters (see generators).")

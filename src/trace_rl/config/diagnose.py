@@ -1,7 +1,8 @@
 """`DiagnoseConfig`: the `diagnose` section of a trace-rl config (stage 1b of TRACE), overridable by flags.
 
 Defaults follow TRACE §3.3 (ρ = 0.10, δ = 0.20, up to 10 candidates, K = 8 of N = 10 labeling runs). The structural
-analyzer is deterministic, so its N runs would all agree: its default is N = 1, K = 1 (the same aggregation still runs).
+and behavioral analyzers are deterministic, so their N runs would all agree: their default is N = 1, K = 1 (the same
+aggregation still runs).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from pydantic import Field, model_validator
 from trace_rl.config.base import Section
 
 STRUCTURAL = "structural"
+BEHAVIORAL = "behavioral"
+DETERMINISTIC = (STRUCTURAL, BEHAVIORAL)  # the analyzers that need no model
 PAPER_N_RUNS = 10
 PAPER_K_FRACTION = 0.8  # K = 8 of N = 10
 
@@ -22,11 +25,15 @@ class DiagnoseConfig(Section):
 
     analyst: str = Field(
         STRUCTURAL,
-        description="'structural' (reference-guided, no LLM; needs tasks with gold actions) or a model name / spec "
-        "(config `models` name, openai:<model>[@<url>], scripted, ...).",
+        description="'structural' (reference-guided, no LLM; needs tasks with gold actions, else the behavioral one "
+        "runs instead), 'behavioral' (no LLM, no gold actions: labels observable behavior, contrasting successes and "
+        "failures) or a model name / spec (config `models` name, openai:<model>[@<url>], scripted, ...).",
     )
     n_runs: int | None = Field(
-        None, ge=1, description="Independent labeling runs N (TRACE: 10). Default 10 for an LLM analyst, 1 structural."
+        None,
+        ge=1,
+        description="Independent labeling runs N (TRACE: 10). Default 10 for an LLM analyst, 1 structural / "
+        "behavioral.",
     )
     k: int | None = Field(
         None,
@@ -64,8 +71,8 @@ class DiagnoseConfig(Section):
 
     @model_validator(mode="after")
     def _k_le_n(self) -> DiagnoseConfig:
-        """K of N with N as derived (`runs`: the structural analyzer's default N is 1), so a config is refused at load,
-        before any stage runs."""
+        """K of N with N as derived (`runs`: a deterministic analyzer's default N is 1), so a config is refused at
+        load, before any stage runs."""
         if self.k is not None and self.k > self.runs:
             raise ValueError(f"k ({self.k}) cannot exceed the number of labeling runs ({self.runs})")
         return self
@@ -75,11 +82,16 @@ class DiagnoseConfig(Section):
         return self.analyst == STRUCTURAL
 
     @property
+    def is_deterministic(self) -> bool:
+        """A no-LLM analyzer (structural or behavioral): no model client, and N = 1 by default."""
+        return self.analyst in DETERMINISTIC
+
+    @property
     def runs(self) -> int:
-        """N: the configured value, else 10 for an LLM analyst and 1 for the deterministic structural one."""
+        """N: the configured value, else 10 for an LLM analyst and 1 for a deterministic one."""
         if self.n_runs is not None:
             return self.n_runs
-        return 1 if self.is_structural else PAPER_N_RUNS
+        return 1 if self.is_deterministic else PAPER_N_RUNS
 
     @property
     def min_passes(self) -> int:
@@ -95,4 +107,4 @@ def is_test_split(split: str) -> bool:
     return "test" in s or "heldout" in s or "held_out" in s or s == "eval"
 
 
-__all__ = ["STRUCTURAL", "DiagnoseConfig", "is_test_split"]
+__all__ = ["BEHAVIORAL", "STRUCTURAL", "DiagnoseConfig", "is_test_split"]

@@ -1,9 +1,11 @@
-"""The analyst of a diagnose run: the structural analyzer or an LLM analyst, as `DiagnoseConfig.analyst` names.
+"""The analyst of a diagnose run: the structural, the behavioral or an LLM analyst, as `DiagnoseConfig.analyst` names.
 
 The structural analyzer (`structural.py`, no LLM) needs the tasks' gold actions: with none among the diagnosed
-trajectories it is refused. An LLM analyst (`llm.py`) takes the client of its name from the clients given (or the one
-client given); with `structural_evidence` and gold actions, each item carries the structural analyzer's notes and the
-discovery prompt a table of each structural capability's deficits in failed and in successful trajectories.
+trajectories (imported OpenEnv / verifiers targets), the behavioral analyzer (`behavioral.py`, no LLM, no reference)
+runs in its place, with a warning. `analyst: behavioral` names it directly. An LLM analyst (`llm.py`) takes the client
+of its name from the clients given (or the one client given); with `structural_evidence` and gold actions, each item
+carries the structural analyzer's notes and the discovery prompt a table of each structural capability's deficits in
+failed and in successful trajectories.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from trace_rl.artifacts.capabilities import Label
-from trace_rl.config.diagnose import DiagnoseConfig
+from trace_rl.config.diagnose import BEHAVIORAL, DiagnoseConfig
+from trace_rl.diagnose.behavioral import BehavioralAnalyst
 from trace_rl.diagnose.items import Analyst, DiagnosisItem
 from trace_rl.diagnose.llm import LLMAnalyst
 from trace_rl.diagnose.structural import CAPABILITIES as STRUCTURAL_CAPABILITIES
@@ -50,13 +53,16 @@ def make_analyst(
     n_reference: int,
     warnings: list[str],
 ) -> Analyst:
+    if cfg.analyst == BEHAVIORAL:
+        return BehavioralAnalyst()
     structural = StructuralAnalyst(is_write)
     if cfg.is_structural:
         if n_reference == 0:
-            raise UserError(
-                "diagnose: the structural analyzer needs the tasks' gold actions, and none of the diagnosed "
-                "trajectories has a task with gold actions (" + ("; ".join(warnings) or "no tasks found") + ")"
+            warnings.append(
+                "no diagnosed task has gold actions: the behavioral analyzer labels from observable behavior instead "
+                "of the structural one"
             )
+            return BehavioralAnalyst()
         return structural
     evidence = ""
     if cfg.structural_evidence and n_reference:

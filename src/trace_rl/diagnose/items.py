@@ -28,6 +28,7 @@ class DiagnosisItem:
     task: Task | None = None
     notes: list[str] = field(default_factory=list)
     policy: str = ""  # the agent's policy (the environment's), shown to an LLM analyst
+    offers_tools: bool = False  # the environment gave the agent tools (known when the stage loaded it)
 
     @property
     def id(self) -> str:

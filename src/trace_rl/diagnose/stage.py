@@ -7,10 +7,11 @@ Reads `rollout/trajectories.jsonl` (last record of an id wins). Excludes, and co
 `base`) keeps only its train tasks. The splits used are recorded in capabilities.json. Each kept trajectory is paired
 with its task (gold actions) from the environments the trajectories name.
 
-The analyst comes from `analyst.py`; discovery and the labeling runs, each reused when its stored file has the same
-fingerprint, from `labeling.py`; the runs are aggregated (`aggregate.py`) into `diagnose/capabilities.json`, written
-atomically after validation. A failure in any step raises before capabilities.json is touched, so the previous file
-stays intact.
+The analyst comes from `analyst.py` (with no gold actions the structural analyzer gives way to the behavioral one;
+capabilities.json and the fingerprints name the analyst that ran); discovery and the labeling runs, each reused when
+its stored file has the same fingerprint, from `labeling.py`; the runs are aggregated (`aggregate.py`) into
+`diagnose/capabilities.json`, written atomically after validation. A failure in any step raises before
+capabilities.json is touched, so the previous file stays intact.
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ class EnvInfo:
     test_ids: set[tuple[str, str]] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
     policies: dict[str, str] = field(default_factory=dict)
+    tool_envs: set[str] = field(default_factory=set)  # environments that offer the agent tools
 
 
 def load_tasks(run: RunDir, wanted: Mapping[str, Sequence[str]]) -> EnvInfo:
@@ -146,6 +148,8 @@ def load_tasks(run: RunDir, wanted: Mapping[str, Sequence[str]]) -> EnvInfo:
             continue
         info.kinds.update(domain_write_kinds(domain))
         info.policies[env_name] = _policy(domain)
+        if _offers_tools(domain):
+            info.tool_envs.add(env_name)
         if reference is not None and reference.env == env_name:
             _imported_tasks(info, env_name, reference.tasks, domain)
             continue
@@ -163,6 +167,13 @@ def load_tasks(run: RunDir, wanted: Mapping[str, Sequence[str]]) -> EnvInfo:
     if reference is not None and reference.env not in wanted:
         info.warnings.append(f"{run.reference_tasks} is for {reference.env}, not for {', '.join(wanted)}: not used")
     return info
+
+
+def _offers_tools(domain: Any) -> bool:
+    try:
+        return bool(domain.make_env().tool_schemas())
+    except Exception:
+        return False
 
 
 def _policy(domain: Any) -> str:
@@ -239,7 +250,10 @@ def _items(
     kept = _drop_test_tasks(kept, env.test_ids, cfg, counts, warnings)
     items = [
         DiagnosisItem(
-            t, env.tasks.get((t.env, t.task_id)) or env.tasks.get(("", t.task_id)), policy=env.policies.get(t.env, "")
+            t,
+            env.tasks.get((t.env, t.task_id)) or env.tasks.get(("", t.task_id)),
+            policy=env.policies.get(t.env, ""),
+            offers_tools=t.env in env.tool_envs,
         )
         for t in kept
     ]
@@ -337,7 +351,7 @@ def _capabilities_file(
         params=SelectionParams(rho=cfg.rho, delta=cfg.delta, n_runs=cfg.runs, k=cfg.min_passes),
         splits=sorted(counts["by_split"]),
         n_trajectories=counts,
-        analyst=cfg.analyst,
+        analyst=getattr(analyst, "name", cfg.analyst),
         warnings=_dedupe(notes),
         trajectories=per_trajectory,
         created_at=time.time(),
@@ -363,8 +377,8 @@ async def diagnose_async(
     warnings: list[str] = []
     items, is_write = _items(run, cfg, kept, counts, warnings, tasks, write_kinds)
     analyst = make_analyst(cfg, clients, items, is_write, counts["with_reference"], warnings)
-    base_fp = fingerprint(
-        cfg.analyst, sorted((i.id, i.success) for i in items), cfg.max_candidates, cfg.structural_evidence
+    base_fp = fingerprint(  # the analyst that runs: the structural one falls back to the behavioral one without gold
+        analyst.name, sorted((i.id, i.success) for i in items), cfg.max_candidates, cfg.structural_evidence
     )
     if command is not None:
         run.ensure(command=command)
@@ -379,7 +393,7 @@ async def diagnose_async(
             "selected": [c.name for c in data.selected],
             "n_trajectories": counts["diagnosed"],
             "splits": data.splits,
-            "analyst": cfg.analyst,
+            "analyst": analyst.name,
             "reused": reused,
         }
     return DiagnoseResult(path=path, file=data, reused=reused)
@@ -397,7 +411,7 @@ def run_diagnose(
 
 async def _diagnose_with_analyst(ctx: StageContext, cfg: DiagnoseConfig, fresh: bool) -> DiagnoseResult:
     client = None
-    if not cfg.is_structural:
+    if not cfg.is_deterministic:  # the structural and behavioral analyzers need no model
         name, model_cfg = model_from_spec(cfg.analyst, ctx.config)
         client = build_client(model_cfg, name=name)
     try:

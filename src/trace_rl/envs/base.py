@@ -63,6 +63,22 @@ class Domain(Protocol):
         ...
 
 
+@runtime_checkable
+class ReseedableDomain(Protocol):
+    """A domain that can hand out tasks outside its train and test splits (an imported environment's fresh seeds or
+    unused rows): the `target_reseed` generator builds capability environments from them."""
+
+    name: str
+
+    def fresh_count(self) -> int | None:
+        """How many fresh tasks there are (None: unbounded)."""
+        ...
+
+    def fresh_task(self, index: int) -> Task:
+        """Fresh task `index` (0 ≤ index < fresh_count()), disjoint from every train and test task."""
+        ...
+
+
 class ToolkitEnvironment:
     """An Environment over an agent toolkit (and optionally a user toolkit) built from pristine DBs.
 

@@ -11,8 +11,11 @@ order the test split refers to (through the environment's hashed leak index).
 ToolSandbox: the evidence tasks' train-split families with their augmentations, scored by ToolSandbox's similarity
 (`trace_rl.envs.synthetic.toolsandbox_scenarios`).
 
-All reuse the target's tools and DB, so schemas match by construction, and re-derive gold actions that validation
-replays.
+Imported OpenEnv / verifiers targets: their fresh seeds or rows, scored by the environment's own reward
+(`trace_rl.envs.synthetic.target_reseed`); no gold actions, so validation leaves solvability to calibration.
+
+All reuse the target's tools and DB, so schemas match by construction; the first three re-derive gold actions that
+validation replays.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ def target_family(env_name: str) -> str | None:
         return "tau2"
     if env_name.startswith("toolsandbox"):
         return "toolsandbox"
+    if env_name.startswith(("openenv:", "verifiers:")):
+        return "imported"
     return None
 
 
@@ -121,6 +126,23 @@ def toolsandbox_generator(evidence: Evidence, cfg: SynthesizeConfig) -> Generato
     )
 
 
+def reseed_generator(cfg: SynthesizeConfig, target: Domain) -> GeneratorSpec | None:
+    """An imported target's fresh seeds (OpenEnv) or rows (verifiers), where it has any."""
+    from trace_rl.envs.base import ReseedableDomain
+
+    if not isinstance(target, ReseedableDomain):
+        return None
+    count = target.fresh_count()
+    if count is not None and count <= 0:
+        return None
+    return GeneratorSpec(
+        kind="target_reseed",
+        params={"fresh_tasks": "unbounded" if count is None else count},
+        difficulty=cfg.initial_difficulty,
+        seed_base=0,
+    )
+
+
 def target_spec(
     evidence: Evidence,
     kind: str,
@@ -140,13 +162,17 @@ def target_spec(
         gen = toolsandbox_generator(evidence, cfg)
         if gen is None:
             return None, "no evidence task belongs to a train-split ToolSandbox family"
+    elif family == "imported":
+        gen = reseed_generator(cfg, target)
+        if gen is None:
+            return None, f"target '{target_cfg.name}' has no fresh seeds or rows beyond its train and test splits"
     else:
         return None, f"target '{target_cfg.name}' has no from-target generator"
     spec = base_spec(evidence, kind, target_cfg, target, cfg, gen)
-    if family == "toolsandbox":  # whole scenarios: ToolSandbox's own similarity is the reward
+    if family in ("toolsandbox", "imported"):  # whole target tasks: the target's own score is the reward
         spec.reward = spec.reward.model_copy(update={"source": "target"})
     spec.provenance = {"generator": "target", "kind": gen.kind}
     return spec, ""
 
 
-__all__ = ["target_family", "target_spec"]
+__all__ = ["reseed_generator", "target_family", "target_spec"]

@@ -168,11 +168,14 @@ DO_NOTHING = "I am sorry, but I cannot assist with that."
 
 
 def check_target_scored(cap_env: CapabilityEnvironment, task: Task, check: TaskCheck) -> TaskCheck:
-    """A target-scored task (a whole ToolSandbox scenario): the target's reference path reaches 1.0 (`env check`'s
-    replay), and an agent that does nothing scores lower (the task needs the agent to act)."""
+    """A target-scored task (a whole ToolSandbox scenario, an imported target's fresh task): the target's reference
+    path reaches 1.0 (`env check`'s replay), and an agent that does nothing scores lower (the task needs the agent to
+    act). An imported target without reference solutions (`target_reseed`) has no path to replay: doing nothing must
+    score below 1 and solvability is left to calibration (a base model that never succeeds fails its gates)."""
     reference = getattr(cap_env.target, "reference_check", None)
     if reference is None:
-        check.problems.append(f"target '{cap_env.target.name}' has no reference path to validate with")
+        if cap_env.spec.generator.kind != "target_reseed":
+            check.problems.append(f"target '{cap_env.target.name}' has no reference path to validate with")
     else:
         ok, errors = reference(task)
         check.gold_reward = 1.0 if ok else 0.0
@@ -186,7 +189,8 @@ def check_target_scored(cap_env: CapabilityEnvironment, task: Task, check: TaskC
     ]
     info = asyncio.run(env.score(task, messages, TerminationReason.USER_STOP))
     check.ablated_reward = info.reward
-    check.sensitive = info.reward < (check.gold_reward or 0.0) - 1e-6
+    ceiling = 1.0 if reference is None else (check.gold_reward or 0.0)  # no reference: the most a task can pay
+    check.sensitive = info.reward < ceiling - 1e-6
     check.ok = not check.problems
     return check
 

@@ -1,7 +1,8 @@
 """`OpenEnvDomain` / `OpenEnvEnvironment`: an OpenEnv environment, run in process, behind trace-rl's Domain protocol.
 
 The mapping (docs/formats.md, "OpenEnv"):
-- Tasks: one per seed; `train` seeds 0..n_train-1, `test` seeds test_offset..test_offset+n_test-1 (disjoint). An
+- Tasks: one per seed; `train` seeds 0..n_train-1, `test` seeds test_offset..test_offset+n_test-1 (disjoint); fresh
+  seeds from fresh_offset on feed capability environments (`target_reseed`). An
   episode calls the environment's `reset(seed=<task seed>)` on a fresh instance; the reset observation is the first
   user message (its one text field, else its fields as JSON).
 - Tools: an MCP environment's own tools (`ListToolsAction`; a call is a `CallToolAction`, the result's text the tool
@@ -44,6 +45,9 @@ class OpenEnvOptions(BaseModel):
     n_train: int = Field(32, ge=0)
     n_test: int = Field(16, ge=0)
     test_offset: int = Field(100_000, ge=0, description="First test seed; train seeds are 0..n_train-1.")
+    fresh_offset: int = Field(
+        1_000_000, ge=0, description="First fresh seed: capability environments re-seed from here."
+    )
     success_threshold: float = Field(1.0, gt=0, description="A return at least this is a success.")
     reward: Literal["sum", "last"] = "sum"
     env_class: str | None = Field(None, description="The Environment class, where the module has several.")
@@ -53,6 +57,11 @@ class OpenEnvOptions(BaseModel):
     def _disjoint(self) -> OpenEnvOptions:
         if self.n_train > self.test_offset:
             raise ValueError(f"test_offset ({self.test_offset}) must be at least n_train ({self.n_train})")
+        if self.fresh_offset < self.test_offset + self.n_test:
+            raise ValueError(
+                f"fresh_offset ({self.fresh_offset}) must be past the test seeds (test_offset + n_test = "
+                f"{self.test_offset + self.n_test})"
+            )
         return self
 
 
@@ -236,6 +245,13 @@ class OpenEnvDomain:
         if split not in self.splits():
             raise UserError(f"{self.name} has no split '{split}' (splits: train, test)")
         return list(self._tasks[split])
+
+    def fresh_count(self) -> None:
+        return None  # seeds are unbounded
+
+    def fresh_task(self, index: int) -> Task:
+        """Seed `fresh_offset + index`: past every train and test seed."""
+        return self._task("fresh", self.options.fresh_offset + int(index))
 
     def make_env(self) -> OpenEnvEnvironment:
         return OpenEnvEnvironment(self)

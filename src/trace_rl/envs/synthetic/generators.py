@@ -4,7 +4,8 @@
   `make_task(family, seed)`, seeds from its fresh range, disjoint from train and test). The difficulty knob steers
   which variant a seed lands on (trivial → hard) and, from 2 on, adds knob − 1 distractor records (a namesake
   member, a book whose title contains the target title) to the task's initial-state patch.
-- `tau2_variants`: see `tau2_variants.py`.
+- `tau2_variants`: see `tau2_variants.py`; `toolsandbox_scenarios` and `target_reseed` (an imported OpenEnv or
+  verifiers target's fresh seeds or rows): their own modules.
 - `code`: tasks an author model's generator wrote, materialised at synthesis time in `tasks.jsonl`; a seed outside
   that pool runs the generator again in the sandbox.
 
@@ -14,6 +15,7 @@ All generators are deterministic in (spec, seed).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -242,25 +244,43 @@ class CodeTasks:
         return task
 
 
+def _tau2_variants(spec: EnvSpec, folder: Path, target: Domain) -> TaskGenerator:
+    from trace_rl.envs.synthetic.leak_guard import LeakIndex
+    from trace_rl.envs.synthetic.tau2_variants import Tau2Variants
+
+    return Tau2Variants(spec, target, LeakIndex.load(folder))
+
+
+def _toolsandbox_scenarios(spec: EnvSpec, folder: Path, target: Domain) -> TaskGenerator:
+    from trace_rl.envs.synthetic.toolsandbox_scenarios import ToolSandboxScenarios
+
+    return ToolSandboxScenarios(spec, target)
+
+
+def _target_reseed(spec: EnvSpec, folder: Path, target: Domain) -> TaskGenerator:
+    from trace_rl.envs.synthetic.target_reseed import TargetReseed
+
+    return TargetReseed(spec, target)
+
+
+GENERATORS: dict[str, Callable[[EnvSpec, Path, Domain], TaskGenerator]] = {
+    "library_variants": lambda spec, folder, target: LibraryVariants(spec, target),
+    "tau2_variants": _tau2_variants,
+    "toolsandbox_scenarios": _toolsandbox_scenarios,
+    "target_reseed": _target_reseed,
+    "code": lambda spec, folder, target: CodeTasks(spec, folder, getattr(target, "name", spec.target.get("name", ""))),
+}
+
+
 def build_generator(spec: EnvSpec, folder: Path, target: Domain) -> TaskGenerator:
-    kind = spec.generator.kind
-    if kind == "library_variants":
-        return LibraryVariants(spec, target)
-    if kind == "tau2_variants":
-        from trace_rl.envs.synthetic.leak_guard import LeakIndex
-        from trace_rl.envs.synthetic.tau2_variants import Tau2Variants
-
-        return Tau2Variants(spec, target, LeakIndex.load(folder))
-    if kind == "toolsandbox_scenarios":
-        from trace_rl.envs.synthetic.toolsandbox_scenarios import ToolSandboxScenarios
-
-        return ToolSandboxScenarios(spec, target)
-    if kind == "code":
-        return CodeTasks(spec, folder, getattr(target, "name", spec.target.get("name", "")))
-    raise UserError(f"capability env '{spec.name}': unknown generator kind '{kind}'")
+    factory = GENERATORS.get(spec.generator.kind)
+    if factory is None:
+        raise UserError(f"capability env '{spec.name}': unknown generator kind '{spec.generator.kind}'")
+    return factory(spec, folder, target)
 
 
 __all__ = [
+    "GENERATORS",
     "CodeTasks",
     "LibraryVariants",
     "TaskGenerator",

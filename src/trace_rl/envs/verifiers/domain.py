@@ -4,7 +4,8 @@ verifiers runs an episode itself: its `Env.run` drives a harness program that ca
 server, tools are MCP servers, and the task's `@vf.reward`s score the finished `Trace`. trace-rl's engine plays the
 agent instead, so the mapping keeps the data and the scoring and replaces the driver:
 - Tasks: the taskset's rows in `load()` order (verifiers' loader: `vf.load_environment` on `{"taskset": {"id": ...}}`,
-  option `taskset` adds its config fields); `train` = the first n_train rows, `test` = the next n_test (disjoint).
+  option `taskset` adds its config fields); `train` = the first n_train rows, `test` = the next n_test (disjoint),
+  then up to n_fresh rows that only capability environments draw from (`target_reseed`).
   The row's prompt is the first user message (a Messages prompt keeps its user/assistant turns); the row's
   `system_prompt` is appended to the domain's system prompt for that episode's first user turn.
 - Tools: the `@vf.tool` methods of the task's and the taskset's `Toolset`s, called in process (no MCP server), named as
@@ -47,6 +48,9 @@ class VerifiersOptions(BaseModel):
 
     n_train: int = Field(32, ge=0)
     n_test: int = Field(16, ge=0)
+    n_fresh: int = Field(
+        64, ge=0, description="Rows after train and test that capability environments may re-seed from (`fresh`)."
+    )
     success_threshold: float = Field(1.0, gt=0, description="A verifiers reward at least this is a success.")
     taskset: dict[str, Any] = Field(default_factory=dict, description="Extra fields of the taskset's config.")
 
@@ -192,7 +196,7 @@ class VerifiersDomain:
     @cached_property
     def rows(self) -> list[Any]:
         o = self.options
-        rows = list(self.taskset.take(o.n_train + o.n_test))
+        rows = list(self.taskset.take(o.n_train + o.n_test + o.n_fresh))
         if not rows:
             raise UserError(f"{self.name} has no tasks")
         return rows
@@ -245,9 +249,19 @@ class VerifiersDomain:
     def tasks(self, split: str) -> list[Task]:
         if split not in self.splits():
             raise UserError(f"{self.name} has no split '{split}' (splits: train, test)")
-        n = self.options.n_train
-        span = range(min(n, len(self.rows))) if split == "train" else range(n, len(self.rows))
+        n, rows = self.options.n_train, len(self.rows)
+        span = range(min(n, rows)) if split == "train" else range(n, min(n + self.options.n_test, rows))
         return [self._task(split, i) for i in span]
+
+    def fresh_count(self) -> int:
+        """Rows past train and test that the taskset has (at most `n_fresh`)."""
+        return max(0, len(self.rows) - self.options.n_train - self.options.n_test)
+
+    def fresh_task(self, index: int) -> Task:
+        count = self.fresh_count()
+        if not 0 <= index < count:
+            raise UserError(f"{self.name}: fresh row {index} does not exist ({count} fresh rows)")
+        return self._task("fresh", self.options.n_train + self.options.n_test + int(index))
 
     def _task(self, split: str, i: int) -> Task:
         data = self.rows[i].data
