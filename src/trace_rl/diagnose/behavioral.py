@@ -40,8 +40,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from trace_rl.artifacts.capabilities import CandidateSpec, Label, LabelMatrix
-from trace_rl.diagnose.items import DiagnosisItem, DiscoveryResult, LabelResult
+from trace_rl.artifacts.capabilities import CandidateSpec, Label
+from trace_rl.diagnose.items import DiagnosisItem
+from trace_rl.diagnose.rule_analyst import RuleAnalyst
 from trace_rl.diagnose.structural import _MALFORMED, CallEvent, Finding, StructuralReport, agent_calls
 from trace_rl.types import SCORED_TERMINATIONS, Trajectory
 
@@ -203,16 +204,18 @@ def dictionary() -> list[CandidateSpec]:
     return [CandidateSpec(name=n, definition=DEFINITIONS[n]) for n in CAPABILITIES]
 
 
-class BehavioralAnalyst:
+class BehavioralAnalyst(RuleAnalyst):
     """The Analyst protocol over `analyze_batch`: a fixed dictionary, labels from the items given."""
 
     name = "behavioral"
+    capabilities = CAPABILITIES
+    definitions = DEFINITIONS
 
     def __init__(self) -> None:
         self._reports: dict[str, BehavioralReport] = {}
         self._batch: tuple[str, ...] | None = None
 
-    def _analyze(self, items: Sequence[DiagnosisItem]) -> None:
+    def prepare(self, items: Sequence[DiagnosisItem]) -> None:
         key = tuple(i.id for i in items)
         if key != self._batch:
             tool_envs = {i.trajectory.env for i in items if i.offers_tools}
@@ -221,34 +224,10 @@ class BehavioralAnalyst:
 
     def report(self, item: DiagnosisItem) -> BehavioralReport:
         if item.id not in self._reports:
-            self._analyze([item])
+            self.prepare([item])
         return self._reports[item.id]
 
-    async def discover(self, items: Sequence[DiagnosisItem], *, seed: int = 0) -> DiscoveryResult:
-        self._analyze(items)
-        specs = dictionary()
-        for spec in specs:
-            failed = [i.task_id for i in items if not i.success and self.report(i).labels()[spec.name] == Label.LACKING]
-            spec.example_task_ids = list(dict.fromkeys(failed))[:4]
-        return DiscoveryResult(candidates=specs, warnings=self._contrast_warnings(items))
-
-    async def label(
-        self, items: Sequence[DiagnosisItem], capabilities: Sequence[CandidateSpec], *, run: int = 0, seed: int = 0
-    ) -> LabelResult:
-        self._analyze(items)
-        names = [c.name for c in capabilities]
-        labels: LabelMatrix = {}
-        for item in items:
-            row = self.report(item).labels()
-            labels[item.id] = {n: row.get(n, Label.NA) for n in names}
-        warnings = self._contrast_warnings(items)
-        unknown = sorted(set(names) - set(CAPABILITIES))
-        if unknown:
-            warnings.append(f"behavioral analyzer cannot label {', '.join(unknown)}: labeled NA")
-        return LabelResult(labels=labels, warnings=warnings)
-
-    @staticmethod
-    def _contrast_warnings(items: Sequence[DiagnosisItem]) -> list[str]:
+    def batch_warnings(self, items: Sequence[DiagnosisItem]) -> list[str]:
         envs = sorted({i.trajectory.env for i in items} - {i.trajectory.env for i in items if i.success})
         if not envs:
             return []

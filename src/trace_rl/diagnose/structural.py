@@ -44,10 +44,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trace_rl.artifacts.capabilities import CandidateSpec, Label, LabelMatrix
+from trace_rl.artifacts.capabilities import CandidateSpec, Label
 from trace_rl.diagnose import causes
 from trace_rl.diagnose.causes import CAUSE_CAPABILITIES, CAUSE_DEFINITIONS, CLAIMS, ELICIT, NUMERIC, POLICY
-from trace_rl.diagnose.items import DiagnosisItem, DiscoveryResult, LabelResult
+from trace_rl.diagnose.items import DiagnosisItem
+from trace_rl.diagnose.rule_analyst import RuleAnalyst
 from trace_rl.types import Action, Message, RewardType, Task, ToolCall, Trajectory
 
 WriteOracle = Callable[[str], bool]
@@ -584,10 +585,12 @@ def dictionary() -> list[CandidateSpec]:
     return [CandidateSpec(name=n, definition=DEFINITIONS[n]) for n in CAPABILITIES]
 
 
-class StructuralAnalyst:
+class StructuralAnalyst(RuleAnalyst):
     """The Analyst protocol over `analyze`: a fixed dictionary, deterministic labels."""
 
     name = "structural"
+    capabilities = CAPABILITIES
+    definitions = DEFINITIONS
 
     def __init__(self, is_write: WriteOracle = heuristic_is_write) -> None:
         self.is_write = is_write
@@ -598,28 +601,7 @@ class StructuralAnalyst:
             self._cache[item.id] = analyze(item.trajectory, item.task, self.is_write)
         return self._cache[item.id]
 
-    async def discover(self, items: Sequence[DiagnosisItem], *, seed: int = 0) -> DiscoveryResult:
-        specs = dictionary()
-        for spec in specs:
-            failed = [i.task_id for i in items if not i.success and self.report(i).labels()[spec.name] == Label.LACKING]
-            spec.example_task_ids = list(dict.fromkeys(failed))[:4]
-        return DiscoveryResult(candidates=specs, warnings=self._reference_warnings(items))
-
-    async def label(
-        self, items: Sequence[DiagnosisItem], capabilities: Sequence[CandidateSpec], *, run: int = 0, seed: int = 0
-    ) -> LabelResult:
-        names = [c.name for c in capabilities]
-        unknown = sorted(set(names) - set(CAPABILITIES))
-        labels: LabelMatrix = {}
-        for item in items:
-            row = self.report(item).labels()
-            labels[item.id] = {n: row.get(n, Label.NA) for n in names}
-        warnings = self._reference_warnings(items)
-        if unknown:
-            warnings.append(f"structural analyzer cannot label {', '.join(unknown)}: labeled NA")
-        return LabelResult(labels=labels, warnings=warnings)
-
-    def _reference_warnings(self, items: Sequence[DiagnosisItem]) -> list[str]:
+    def batch_warnings(self, items: Sequence[DiagnosisItem]) -> list[str]:
         missing = [i.id for i in items if not self.report(i).has_reference]
         if not missing:
             return []
