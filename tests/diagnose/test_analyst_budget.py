@@ -273,6 +273,9 @@ def test_show_prompts_writes_the_prompts_without_calling_the_model(tmp_path: Pat
     assert len(labeled) == 23 and "structural" in index["dictionary"]
     assert "Contrast the successful" in (folder / "discovery.txt").read_text()
     assert not (run.root / "diagnose" / "capabilities.json").exists()
+    for analyzer in ("structural", "behavioral"):  # the no-LLM analyzers send no prompts: one line, no model built
+        code, _, err = _cli(["diagnose", "--run", str(run.root), "--analyst", analyzer, "--show-prompts"], capsys)
+        assert code == 2 and f"the {analyzer} analyzer sends no prompts" in err and "Traceback" not in err
 
 
 def test_tiny_model_through_the_diagnose_command(tmp_path: Path, capsys):

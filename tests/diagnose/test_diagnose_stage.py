@@ -100,6 +100,11 @@ def test_user_errors_are_one_clear_line(tmp_path: Path):
     # no gold actions anywhere: the structural analyzer gives way to the behavioral one, and says so
     fallback = run_diagnose(unknown_env, DiagnoseConfig()).file
     assert fallback.analyst == "behavioral" and any("behavioral analyzer" in w for w in fallback.warnings)
+    discovery = json.loads(unknown_env.discovery.read_text())  # the files name the analyzer that ran, too
+    assert discovery["analyst"] == "behavioral"
+    assert {json.loads(p.read_text())["analyst"] for p in unknown_env.root.glob("diagnose/labels/*.json")} == {
+        "behavioral"
+    }
 
 
 def test_tasks_and_tool_kinds_come_from_the_registered_domain(tmp_path: Path):

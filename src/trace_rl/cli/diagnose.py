@@ -95,10 +95,10 @@ def _show_prompts(run_dir: RunDir, cfg: TraceConfig) -> None:
 
     section = cfg.diagnose
     client = None
-    if not section.is_structural:
+    if not section.is_deterministic:
         name, model_cfg = model_from_spec(section.analyst, cfg)
         client = build_client(model_cfg, name=name)
-    result = preview(run_dir, section, client)  # type: ignore[arg-type]  # None only with the structural analyst
+    result = preview(run_dir, section, client)  # type: ignore[arg-type]  # None only with a no-LLM analyzer, which preview refuses
     for line in result.lines:
         typer.echo(line)
 

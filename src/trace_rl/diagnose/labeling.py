@@ -66,9 +66,9 @@ async def discover(
     result = await analyst.discover(items, seed=cfg.seed)
     candidates = result.candidates[: cfg.max_candidates]
     if not candidates:
-        raise AnalystError(f"analyst '{cfg.analyst}' proposed no capabilities")
+        raise AnalystError(f"analyst '{analyst.name}' proposed no capabilities")
     record = DiscoveryRecord(
-        analyst=cfg.analyst,
+        analyst=analyst.name,  # the analyzer that ran (the structural one may give way to the behavioral)
         fingerprint=fp,
         candidates=candidates,
         warnings=result.warnings,
@@ -99,7 +99,7 @@ async def _label_run(
     record = LabelRunRecord(
         run=run_index,
         seed=cfg.seed + run_index,
-        analyst=cfg.analyst,
+        analyst=analyst.name,  # the analyzer that ran (the structural one may give way to the behavioral)
         fingerprint=fp,
         capabilities=names,
         labels=labels,

@@ -57,8 +57,10 @@ async def preview_async(
     tasks: Mapping[str, Task] | Sequence[Task] | None = None,
     write_kinds: Mapping[str, bool] | None = None,
 ) -> Preview:
-    if cfg.is_structural:
-        raise UserError("diagnose --show-prompts: the structural analyzer sends no prompts; name an LLM with --analyst")
+    if cfg.is_deterministic:
+        raise UserError(
+            f"diagnose --show-prompts: the {cfg.analyst} analyzer sends no prompts; name an LLM with --analyst"
+        )
     trajectories, _ = load_trajectories(run)
     kept, counts = select_trajectories(trajectories, cfg)
     warnings: list[str] = []
