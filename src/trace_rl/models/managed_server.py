@@ -142,6 +142,7 @@ class ManagedServer(_AdapterCalls):
             log_path=log_dir / f"vllm-{model_path.name}-{os.getpid()}.log",
             startup_timeout_s=settings.startup_timeout_s,
             cpu_threads_bind=settings.cpu_threads_bind,
+            grouped_lora=settings.grouped_lora,
         )
         self._start_lock = threading.Lock()
 

