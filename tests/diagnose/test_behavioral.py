@@ -24,9 +24,10 @@ from trace_rl.diagnose.behavioral import (
     BehavioralAnalyst,
     analyze_batch,
 )
+from trace_rl.diagnose.calls import heuristic_is_write
 from trace_rl.diagnose.items import DiagnosisItem
 from trace_rl.diagnose.stage import DiagnoseStage, run_diagnose
-from trace_rl.diagnose.structural import StructuralAnalyst, heuristic_is_write
+from trace_rl.diagnose.structural import StructuralAnalyst
 from trace_rl.stage import StageContext
 from trace_rl.synthesize.design import capability_type
 from trace_rl.types import Capability, Message, RewardInfo, TerminationReason, ToolCall, Trajectory

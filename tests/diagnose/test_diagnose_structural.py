@@ -10,6 +10,7 @@ import pytest
 
 from trace_rl.artifacts.capabilities import Label
 from trace_rl.config.diagnose import DiagnoseConfig
+from trace_rl.diagnose.calls import heuristic_is_write, write_oracle
 from trace_rl.diagnose.causes import CAUSE_CAPABILITIES
 from trace_rl.diagnose.items import DiagnosisItem
 from trace_rl.diagnose.stage import run_diagnose
@@ -18,9 +19,7 @@ from trace_rl.diagnose.structural import (
     StructuralAnalyst,
     analyze,
     format_equal,
-    heuristic_is_write,
     in_context,
-    write_oracle,
 )
 from trace_rl.types import Task, ToolCall, Trajectory
 
@@ -242,7 +241,7 @@ def test_library_gold_replays_are_clean_and_planted_deficits_found(tmp_path: Pat
 
 
 def _kinds(domain) -> dict[str, bool]:
-    from trace_rl.diagnose.structural import domain_write_kinds
+    from trace_rl.diagnose.calls import domain_write_kinds
 
     kinds = domain_write_kinds(domain)
     assert kinds["check_out"] and not kinds["get_member_details"]

@@ -15,10 +15,11 @@ from collections.abc import Mapping, Sequence
 from trace_rl.artifacts.capabilities import Label
 from trace_rl.config.diagnose import BEHAVIORAL, DiagnoseConfig
 from trace_rl.diagnose.behavioral import BehavioralAnalyst
+from trace_rl.diagnose.calls import WriteOracle
 from trace_rl.diagnose.items import Analyst, DiagnosisItem
 from trace_rl.diagnose.llm import LLMAnalyst
 from trace_rl.diagnose.structural import CAPABILITIES as STRUCTURAL_CAPABILITIES
-from trace_rl.diagnose.structural import StructuralAnalyst, WriteOracle
+from trace_rl.diagnose.structural import StructuralAnalyst
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient
 

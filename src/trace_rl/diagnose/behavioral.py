@@ -41,9 +41,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from trace_rl.artifacts.capabilities import CandidateSpec, Label
+from trace_rl.diagnose.calls import MALFORMED, CallEvent, agent_calls
 from trace_rl.diagnose.items import DiagnosisItem
 from trace_rl.diagnose.rule_analyst import RuleAnalyst
-from trace_rl.diagnose.structural import _MALFORMED, CallEvent, Finding, StructuralReport, agent_calls
+from trace_rl.diagnose.structural import Finding, StructuralReport
 from trace_rl.types import SCORED_TERMINATIONS, Trajectory
 
 FORMATTING = "tool_call_formatting"
@@ -76,7 +77,7 @@ DEFINITIONS: dict[str, str] = {
 CAPABILITIES: tuple[str, ...] = (FORMATTING, ACTING, COMPLETION, RECOVERY)
 
 _REJECTED = re.compile(
-    _MALFORMED.pattern + r"|could not parse|invalid (action|argument|parameter|input|value)|validation error|"
+    MALFORMED.pattern + r"|could not parse|invalid (action|argument|parameter|input|value)|validation error|"
     r"missing (required )?(argument|parameter|field)|field required",
     re.IGNORECASE,
 )

@@ -40,9 +40,9 @@ from trace_rl.config import EnvConfig, TraceConfig
 from trace_rl.config.diagnose import DiagnoseConfig, is_test_split
 from trace_rl.diagnose.aggregate import aggregate
 from trace_rl.diagnose.analyst import make_analyst
+from trace_rl.diagnose.calls import WriteOracle, domain_write_kinds, write_oracle
 from trace_rl.diagnose.items import DiagnosisItem
 from trace_rl.diagnose.labeling import check_matrix, discover, fingerprint, label_all
-from trace_rl.diagnose.structural import WriteOracle, domain_write_kinds, write_oracle
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient
 from trace_rl.models.registry import build_client

@@ -40,18 +40,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from trace_rl.artifacts.capabilities import CandidateSpec, Label
 from trace_rl.diagnose import causes
+from trace_rl.diagnose.calls import CallEvent, WriteOracle, agent_calls, heuristic_is_write
 from trace_rl.diagnose.causes import CAUSE_CAPABILITIES, CAUSE_DEFINITIONS, CLAIMS, ELICIT, NUMERIC, POLICY
 from trace_rl.diagnose.items import DiagnosisItem
 from trace_rl.diagnose.rule_analyst import RuleAnalyst
-from trace_rl.types import Action, Message, RewardType, Task, ToolCall, Trajectory
-
-WriteOracle = Callable[[str], bool]
+from trace_rl.types import Action, RewardType, Task, ToolCall, Trajectory
 
 FORMATTING = "tool_call_formatting"
 PRECONDITION = "precondition_verification"
@@ -94,43 +93,10 @@ DEFINITIONS: dict[str, str] = {
 DEFINITIONS.update(CAUSE_DEFINITIONS)
 CAPABILITIES: tuple[str, ...] = (PRECONDITION, PRECISION, COMPLETION, REASONING, FORMATTING, *CAUSE_CAPABILITIES)
 
-_READ_PREFIXES = (
-    "get_", "find_", "search_", "list_", "lookup_", "look_up_", "check_", "read_", "view_", "show_", "fetch_",
-    "query_", "count_", "calculate", "compute_", "think", "transfer_to_human", "describe_", "browse_",
-)  # fmt: skip  # word list: packed, not one per line
-_MALFORMED = re.compile(
-    r"tool '[^']*' not found|could not parse arguments|unexpected keyword argument|missing \d+ required|"
-    r"required (positional |keyword )?argument|takes \d+ positional argument",
-    re.IGNORECASE,
-)
-
 
 def _generic(name: str) -> bool:
     """Tools that read no record (calculator, scratchpad, hand-off): never a required read."""
     return name.lower().startswith(("calculate", "think", "transfer"))
-
-
-def heuristic_is_write(name: str) -> bool:
-    """Name-based fallback: reads start with get_/find_/search_/list_/check_/...; anything else (and check_in /
-    check_out) changes state."""
-    low = name.lower()
-    return low.startswith(("check_in", "check_out")) or not low.startswith(_READ_PREFIXES)
-
-
-def write_oracle(kinds: Mapping[str, bool] | None = None) -> WriteOracle:
-    """`kinds`: tool name -> mutates state (from the domain's toolkit); unknown names fall back to the heuristic."""
-    known = dict(kinds or {})
-    return lambda name: known[name] if name in known else heuristic_is_write(name)
-
-
-def domain_write_kinds(domain: Any) -> dict[str, bool]:
-    """Tool name -> mutates state, read from a toolkit-backed domain's agent toolkit ({} when unavailable)."""
-    try:
-        env = domain.make_env()
-        tools = env.tools
-        return {name: bool(tools.mutates_state(name)) for name in tools.tool_names}
-    except Exception:
-        return {}
 
 
 # -- value comparison -----------------------------------------------------------------------------------------------
@@ -204,60 +170,6 @@ def _read_done(gold: Action, event: CallEvent) -> bool:
         if not format_equal(want, event.call.arguments.get(key)):
             return False
     return True
-
-
-# -- the trajectory as calls ------------------------------------------------------------------------------------------
-@dataclass
-class CallEvent:
-    index: int  # position among the agent's calls
-    call: ToolCall
-    result: Message | None
-    context: str  # tool results and user messages seen before the call
-    results: list[str] = field(default_factory=list)  # the successful tool results seen before the call
-    position: int = 0  # index of the assistant message that made the call
-    said: str = ""  # what the user wrote before the call
-
-    @property
-    def name(self) -> str:
-        return self.call.name
-
-    @property
-    def errored(self) -> bool:
-        return self.result is not None and self.result.error
-
-    @property
-    def malformed(self) -> str | None:
-        """Why the call is not executable as written, or None."""
-        if self.call.parse_error is not None:
-            return f"arguments did not parse ({self.call.parse_error})"
-        if self.errored and self.result is not None and _MALFORMED.search(squash_first_line(self.result.text)):
-            return f"rejected: {squash_first_line(self.result.text)[:160]}"
-        return None
-
-
-def squash_first_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def agent_calls(trajectory: Trajectory) -> list[CallEvent]:
-    results = {m.tool_call_id: m for m in trajectory.messages if m.role == "tool"}
-    context: list[str] = []
-    said: list[str] = []
-    seen: list[str] = []
-    events: list[CallEvent] = []
-    for position, message in enumerate(trajectory.messages):
-        if message.role == "user" and message.content:
-            context.append(message.content)
-            said.append(message.content)
-        if message.role == "tool" and message.content and not message.error:
-            context.append(message.content)
-            seen.append(message.content)
-        if message.role == "assistant":
-            for call in message.tool_calls or []:
-                if call.requestor == "assistant":
-                    event = CallEvent(len(events), call, results.get(call.id), "\n".join(context), list(seen), position)
-                    events.append(event)
-    return events
 
 
 def _call_text(name: str, args: Mapping[str, Any]) -> str:
@@ -617,7 +529,4 @@ __all__ = [
     "StructuralReport",
     "analyze",
     "dictionary",
-    "domain_write_kinds",
-    "heuristic_is_write",
-    "write_oracle",
 ]
