@@ -27,7 +27,9 @@ for _key, _value in (("OMP_WAIT_POLICY", "PASSIVE"), ("HF_HUB_OFFLINE", "1"), ("
 
 
 def prompts(tokenizer: Any) -> list[list[int]]:
-    """The token ids GRPO's first turn samples from: 2 seeds of `library:lookup_answer`, each 4 times."""
+    """2 seeds of `library:lookup_answer`, each 4 times: the episode's opening messages through the tokenizer's chat
+    template (not the token driver's codec, which also renders tools; the length matches the trained prompt's, 1,296
+    tokens with SmolLM2, so it stands in for the prefill a step makes)."""
     from trace_rl.engine.episode import EpisodeLimits
     from trace_rl.engine.token_driver import initial_messages
     from trace_rl.training.rollout_func import message_dicts

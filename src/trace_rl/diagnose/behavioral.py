@@ -40,7 +40,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from trace_rl.artifacts.capabilities import CandidateSpec, Label
+from trace_rl.artifacts.capabilities import Label
 from trace_rl.diagnose.calls import MALFORMED, CallEvent, agent_calls
 from trace_rl.diagnose.items import DiagnosisItem
 from trace_rl.diagnose.rule_analyst import RuleAnalyst
@@ -201,10 +201,6 @@ def analyze_batch(trajectories: Sequence[Trajectory], tool_envs: Iterable[str] =
     return {t.id: analyze(t, batch) for t in trajectories}
 
 
-def dictionary() -> list[CandidateSpec]:
-    return [CandidateSpec(name=n, definition=DEFINITIONS[n]) for n in CAPABILITIES]
-
-
 class BehavioralAnalyst(RuleAnalyst):
     """The Analyst protocol over `analyze_batch`: a fixed dictionary, labels from the items given."""
 
@@ -247,5 +243,4 @@ __all__ = [
     "analyze",
     "analyze_batch",
     "contrast",
-    "dictionary",
 ]

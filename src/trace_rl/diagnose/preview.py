@@ -24,7 +24,7 @@ from trace_rl.config.diagnose import DiagnoseConfig
 from trace_rl.diagnose.analyst import make_analyst
 from trace_rl.diagnose.llm import LLMAnalyst, PlannedPrompt
 from trace_rl.diagnose.stage import _items, load_trajectories, select_trajectories
-from trace_rl.diagnose.structural import dictionary as structural_dictionary
+from trace_rl.diagnose.structural import StructuralAnalyst
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient
 from trace_rl.types import Task
@@ -72,7 +72,7 @@ async def preview_async(
     discovery, notes = await analyst.discovery_prompt(items, seed=cfg.seed)
     stored = _stored_dictionary(run)
     source = "the stored discovery dictionary" if stored else "structural analyzer's dictionary (stand-in)"
-    labeling = await analyst.label_prompts(items, stored or structural_dictionary(), seed=cfg.seed)
+    labeling = await analyst.label_prompts(items, stored or StructuralAnalyst.dictionary(), seed=cfg.seed)
     folder = run.analyst_prompts
     out = Preview(folder=folder, dictionary_source=source)
     for planned in [discovery, *labeling]:

@@ -32,8 +32,10 @@ class RuleAnalyst:
     def batch_warnings(self, items: Sequence[DiagnosisItem]) -> list[str]:
         return []
 
-    def dictionary(self) -> list[CandidateSpec]:
-        return [CandidateSpec(name=n, definition=self.definitions[n]) for n in self.capabilities]
+    @classmethod
+    def dictionary(cls) -> list[CandidateSpec]:
+        """The fixed capability dictionary: every capability with its definition."""
+        return [CandidateSpec(name=n, definition=cls.definitions[n]) for n in cls.capabilities]
 
     async def discover(self, items: Sequence[DiagnosisItem], *, seed: int = 0) -> DiscoveryResult:
         self.prepare(items)

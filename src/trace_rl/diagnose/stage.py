@@ -41,7 +41,7 @@ from trace_rl.config.diagnose import DiagnoseConfig, is_test_split
 from trace_rl.diagnose.aggregate import aggregate
 from trace_rl.diagnose.analyst import make_analyst
 from trace_rl.diagnose.calls import WriteOracle, domain_write_kinds, write_oracle
-from trace_rl.diagnose.items import DiagnosisItem
+from trace_rl.diagnose.items import Analyst, DiagnosisItem
 from trace_rl.diagnose.labeling import check_matrix, discover, fingerprint, label_all
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient
@@ -268,7 +268,7 @@ def _dedupe(lines: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(lines))
 
 
-def _per_trajectory(items: list[DiagnosisItem], runs: list[Any], analyst: Any) -> list[dict[str, Any]]:
+def _per_trajectory(items: list[DiagnosisItem], runs: list[Any], analyst: Analyst) -> list[dict[str, Any]]:
     """Each trajectory's capabilities LACKING in most runs, and the analyst's reasons when it gives them."""
     out = []
     explain = getattr(analyst, "report", None)
@@ -307,7 +307,7 @@ def _capabilities_file(
     runs: list[LabelRunRecord],
     counts: dict[str, Any],
     warnings: list[str],
-    analyst: Any = None,
+    analyst: Analyst,
 ) -> CapabilitiesFile:
     """Aggregate the runs (TRACE §3.3) and build the validated capabilities.json record."""
     candidates = discovery.candidates
@@ -351,7 +351,7 @@ def _capabilities_file(
         params=SelectionParams(rho=cfg.rho, delta=cfg.delta, n_runs=cfg.runs, k=cfg.min_passes),
         splits=sorted(counts["by_split"]),
         n_trajectories=counts,
-        analyst=getattr(analyst, "name", cfg.analyst),
+        analyst=analyst.name,
         warnings=_dedupe(notes),
         trajectories=per_trajectory,
         created_at=time.time(),

@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trace_rl.artifacts.capabilities import CandidateSpec, Label
+from trace_rl.artifacts.capabilities import Label
 from trace_rl.diagnose import causes
 from trace_rl.diagnose.calls import CallEvent, WriteOracle, agent_calls, heuristic_is_write
 from trace_rl.diagnose.causes import CAUSE_CAPABILITIES, CAUSE_DEFINITIONS, CLAIMS, ELICIT, NUMERIC, POLICY
@@ -493,10 +493,6 @@ def _charges(
             report.findings.append(Finding(NUMERIC, "charge_not_confirmed", detail, e.index))
 
 
-def dictionary() -> list[CandidateSpec]:
-    return [CandidateSpec(name=n, definition=DEFINITIONS[n]) for n in CAPABILITIES]
-
-
 class StructuralAnalyst(RuleAnalyst):
     """The Analyst protocol over `analyze`: a fixed dictionary, deterministic labels."""
 
@@ -528,5 +524,4 @@ __all__ = [
     "StructuralAnalyst",
     "StructuralReport",
     "analyze",
-    "dictionary",
 ]
