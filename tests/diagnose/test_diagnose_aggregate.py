@@ -126,3 +126,14 @@ def test_ranking_by_mean_delta_and_examples_by_consistency():
     assert stats[0].example_failed_ids == ["f0", "f1", "f2"]
     with pytest.raises(ValueError, match="k"):
         aggregate(["weak"], runs, outcomes, k=4)
+
+
+def test_every_lacking_failure_is_evidence_not_only_the_examples():
+    """The synthesize stage reads its evidence from `lacking_failed_runs`: every failed trajectory labelled LACKING,
+    most runs first, not only the first `max_examples` in id order (whose families would depend on how ids sort)."""
+    outcomes = _outcomes(0, 6)
+    runs = [{t: {"c": L} for t in outcomes}, {t: {"c": L if t in ("f4", "f5") else P} for t in outcomes}]
+    body = aggregate(["c"], runs, outcomes, k=1, max_examples=2)[0].as_stats(2, 1)
+    assert body["example_failed_trajectory_ids"] == ["f4", "f5"]
+    assert list(body["lacking_failed_runs"]) == ["f4", "f5", "f0", "f1", "f2", "f3"]
+    assert body["lacking_failed_runs"]["f4"] == 2 and body["lacking_failed_runs"]["f0"] == 1

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from trace_rl.evaluate.compare import arm_result, markdown_table, paired_bootstrap, summarize_records
+from trace_rl.evaluate.compare import arm_result, family_table, markdown_table, paired_bootstrap, summarize_records
 
 
 def test_paired_bootstrap_constant_difference_is_exact() -> None:
@@ -102,3 +102,32 @@ def test_missing_and_infra_episodes_are_counted_not_scored() -> None:
     group = summarize_records(records, "toy", "test", ["t1", "t2", "t3"], 2, samples=50, seed=0, level=0.95)
     assert (group.scored, group.infra, group.missing) == (3, 1, 2)
     assert group.pass_k[1].tasks == 1  # only t1 has two scored trials
+
+
+def test_per_family_pass_k_and_paired_difference_by_hand() -> None:
+    # family a: t1, t2; family b: t3.  base: t1 1/2, t2 0/2, t3 2/2; arm: t1 2/2, t2 1/2, t3 0/2
+    # pass^1 a: base 1/4, arm 3/4, Δ +1/2; b: base 1, arm 0, Δ −1.  pass^2 a: base 0, arm 1/2; b: base 1, arm 0
+    tasks = ["t1", "t2", "t3"]
+    common = {"samples": 200, "seed": 0, "level": 0.95}
+    base = summarize_records(
+        _records("b", {"t1": [True, False], "t2": [False] * 2, "t3": [True] * 2}), "toy", "test", tasks, 2, **common
+    )
+    arm = summarize_records(
+        _records("a", {"t1": [True] * 2, "t2": [False, True], "t3": [False] * 2}), "toy", "test", tasks, 2, **common
+    )
+    families = {"t1": "a", "t2": "a", "t3": "b"}
+    trace = arm_result("trace", arm, base, families=families, **common)
+    base_row = arm_result("base", base, base, families=families, **common)
+    a, b = trace.by_family
+    assert (a.family, a.tasks, b.family, b.tasks) == ("a", 2, "b", 1)
+    assert [r.value for r in a.pass_k] == [0.75, 0.5] and [r.value for r in b.pass_k] == [0.0, 0.0]
+    assert [r.value for r in a.diff_to_base] == [0.5, 0.5] and [r.value for r in b.diff_to_base] == [-1.0, -1.0]
+    assert a.at(1).low <= 0.75 <= a.at(1).high and a.at(1, diff=True).tasks == 2
+    assert base_row.by_family[0].diff_to_base == [] and base_row.by_family[0].at(1).value == 0.25
+    table = family_table([base_row, trace])
+    assert (
+        "| a | 2 | 25.0 [" in table
+        and "+50.0 [" in table
+        and "| b | 1 | 100.0 [100.0, 100.0] | 0.0 [0.0, 0.0] | -100.0 [-100.0, -100.0] |" in table
+    )
+    assert family_table([arm_result("trace", arm, base, **common)]) == ""  # tasks without families: no table

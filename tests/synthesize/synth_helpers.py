@@ -12,7 +12,7 @@ from typing import Any
 from trace_rl.artifacts.store import RunDir, atomic_write_json
 from trace_rl.envs.synthetic import load_capability_env
 from trace_rl.models.base import ModelResponse, SamplingParams
-from trace_rl.types import Capability, Message, ToolCall
+from trace_rl.types import Capability, Message, Task, ToolCall
 
 LIBRARY_CAPABILITIES = {
     "precondition_verification": (
@@ -97,6 +97,17 @@ def _unit(text: str) -> float:
 _WRITES = {"check_out", "return_copy", "renew_loan", "place_hold", "cancel_hold", "pay_fine"}
 
 
+def decision_move(task: Task, messages: list[Message], solve: bool) -> Message:
+    from trace_rl.envs.synthetic.library_decisions import Case, moves
+
+    case = Case.of(task)
+    episode = [m for m in messages if m.role != "system" and not m.example]
+    if any(m.role == "assistant" for m in episode[case.history :]):
+        return Message(role="assistant", content="Thank you, goodbye.")
+    right, wrong = moves(case)
+    return (right if solve else wrong)[0]
+
+
 class OraclePolicy:
     """A scripted policy: on seed s, sample k it plays the gold solution with probability `p(s)` (decided by a hash,
     so deterministic); otherwise it does the gold reads, skips every write and apologises.
@@ -129,6 +140,8 @@ class OraclePolicy:
         task = env.make_task(seed)
         gold = task.evaluation_criteria.actions or []
         solve = _unit(f"{seed}/{k}") < self.p(seed)
+        if "decision" in task.metadata:  # a decision task: the right move or one without the capability, once
+            return ModelResponse(message=decision_move(task, messages, solve))
         # tool results of this episode (the worked-example turns before the conversation are not the episode's)
         done = sum(m.role == "tool" and not (m.tool_call_id or "").startswith("example_") for m in messages)
         writes = {a.name for a in gold if a.name in _WRITES}

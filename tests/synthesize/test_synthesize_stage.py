@@ -17,9 +17,13 @@ from .synth_helpers import LIBRARY_CAPABILITIES, OraclePolicy, make_library_run,
 SMALL = {"validation_seeds": 6, "train_seeds": 24, "test_seeds": 6, "concurrency": 4, "leak_sample": 4}
 
 
-def test_every_library_capability_gets_a_valid_environment(tmp_path):
+@pytest.mark.parametrize(
+    ("library_tasks", "kind"), [("decisions", "library_decisions"), ("variants", "library_variants")]
+)
+def test_every_library_capability_gets_a_valid_environment(tmp_path, library_tasks, kind):
     run = make_library_run(tmp_path / "run", list(LIBRARY_CAPABILITIES))
-    report = run_synthesize(run, None, {}, syn=SynthesizeConfig(calibrate=False, **SMALL))
+    syn = SynthesizeConfig(calibrate=False, library_tasks=library_tasks, **SMALL)
+    report = run_synthesize(run, None, {}, syn=syn)
     assert set(report["capabilities"]) == set(LIBRARY_CAPABILITIES)
     for name in LIBRARY_CAPABILITIES:
         folder = run.root / "envs" / name
@@ -29,7 +33,7 @@ def test_every_library_capability_gets_a_valid_environment(tmp_path):
         leak = read_json(folder / "leak.json")
         assert leak["ok"] and leak["checked"]["tasks"] > 0 and leak["index_counts"]["name"] > 0
         spec = read_json(folder / "spec.json")
-        assert spec["generator"]["kind"] == "library_variants"
+        assert spec["generator"]["kind"] == kind
         assert spec["evidence"]["capability_type"] == name
         assert any("test" in d for d in spec["evidence"]["dropped"])  # the test-split trajectory was refused
         assert all("/train/" in t for t in spec["evidence"]["trajectory_ids"])

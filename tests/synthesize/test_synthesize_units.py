@@ -65,3 +65,18 @@ def test_leak_index_on_the_library_test_split(tmp_path):
     again = LeakIndex.load(tmp_path)
     assert again.prints == index.prints and again.check_text(facts["email"], "x")
     assert facts["email"] not in (tmp_path / "leak_index.json").read_text()  # only fingerprints are stored
+
+
+def test_template_phrases_are_not_leaks_but_a_test_tasks_own_words_are():
+    """A family template filled in a way the few train tasks never were (a language, a format) is the generator's,
+    not the test split's: the index learns templates from a sample of fresh tasks too (`template_sample`)."""
+    from trace_rl.envs.library import make_task
+    from trace_rl.envs.library.splits import fresh_train_seeds
+
+    domain = load_domain("library", EnvConfig(name="library", options={"n_train": 10, "n_test": 40}))
+    index, _ = build_index(domain)
+    openings = [t.metadata["user_script"]["opening"] for t in domain.tasks("test")]
+    assert any(h.kind == "phrase" for text in openings for h in index.check_text(text, "test opening"))
+    fresh = [make_task("copy_selection", s) for s in fresh_train_seeds(30, start=5_000)]
+    hits = [h for t in fresh for h in index.check_text(t.metadata["user_script"]["opening"], t.id)]
+    assert not [h for h in hits if h.kind == "phrase"]

@@ -169,8 +169,8 @@ class CapabilitiesFile(_Strict):
     delta_mean, delta_std, cov_mean, cov_std, er_pos_mean, er_neg_mean, runs_passed, n_runs, k,
     per_run (run, delta, cov, er_pos, er_neg, passed, the four counts behind them, n_failed, n_passed,
     empty_denominators), example_failed_trajectory_ids (failed trajectories labeled LACKING in the most runs, at most
-    `max_examples`), lacking_failed_runs (those ids -> runs in which they were LACKING), example_failed_task_ids,
-    discovery_example_task_ids (the analyst's own examples from discovery).
+    `max_examples`), lacking_failed_runs (every failed trajectory labeled LACKING -> runs in which it was),
+    example_failed_task_ids, discovery_example_task_ids (the analyst's own examples from discovery).
     """
 
     selected: list[Capability]

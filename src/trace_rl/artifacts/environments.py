@@ -24,10 +24,15 @@ from trace_rl.types import Task
 
 SPEC_FORMAT = "trace-rl/capability-env@1"
 
-CheckKind = Literal["verify_before_act", "exact_arguments", "grounded_arguments", "write_coverage", "communicate"]
+CheckKind = Literal[
+    "verify_before_act", "exact_arguments", "grounded_arguments", "write_coverage", "communicate", "decision"
+]
 Component = Literal["capability", "db", "communicate", "progress"]
-GeneratorKind = Literal["library_variants", "tau2_variants", "toolsandbox_scenarios", "target_reseed", "code"]
+GeneratorKind = Literal[
+    "library_variants", "library_decisions", "tau2_variants", "toolsandbox_scenarios", "target_reseed", "code"
+]
 RewardSource = Literal["shaped", "target"]
+SuccessRule = Literal["target", "decision"]
 Status = Literal["ready", "needs_attention"]
 
 
@@ -43,7 +48,8 @@ class CheckSpec(SpecRecord):
         "written); exact_arguments: the gold writes (or, with no write, the gold reads) are called with the gold "
         "arguments, partial credit per argument; grounded_arguments: id-like argument values were seen earlier in "
         "the conversation (tool results, user messages), not invented; write_coverage: share of the gold writes "
-        "made; communicate: share of the required values said to the user."
+        "made; communicate: share of the required values said to the user; decision: the agent's move at the task's "
+        "decision point (library_decisions), 1 when it exercises the capability."
     )
     weight: float = Field(1.0, ge=0.0)
 
@@ -71,6 +77,11 @@ class RewardSpec(SpecRecord):
         "environment's own score (ToolSandbox similarity), success when it is 1. With `target` the fields above are "
         "unused.",
     )
+    success: SuccessRule = Field(
+        "target",
+        description="target: τ²'s DB × COMMUNICATE == 1 on a stop-terminated episode; decision: the `decision` check "
+        "is 1 (a decision task is one move: what follows it, and how the episode ends, do not count).",
+    )
 
 
 class HintSpec(SpecRecord):
@@ -85,7 +96,8 @@ class GeneratorSpec(SpecRecord):
     """What `make_task(seed)` runs."""
 
     kind: GeneratorKind = Field(
-        description="library_variants: new seeds of the library families of the evidence tasks; tau2_variants: "
+        description="library_variants: new seeds of the library families of the evidence tasks; library_decisions: "
+        "library tasks opened at the decision point where the capability decides the outcome; tau2_variants: "
         "evidence train tasks re-targeted at other users/orders with re-derived, replay-verified gold actions; "
         "toolsandbox_scenarios: the evidence scenarios' train-split families with their augmentations (distraction "
         "tools, scrambled names and descriptions); target_reseed: an imported target's fresh seeds or rows (OpenEnv, "

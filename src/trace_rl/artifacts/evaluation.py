@@ -112,6 +112,18 @@ class RoutingAccuracy(Schema):
 # -- evaluate/comparison.json ----------------------------------------------------------------------------------------
 
 
+class FamilyRow(Schema):
+    """An arm's pass^k on the held-out tasks of one task family, and its paired difference to the base there."""
+
+    family: str
+    tasks: int = Field(ge=0)
+    pass_k: list[PassKRow] = Field(default_factory=list)
+    diff_to_base: list[PassKRow] = Field(default_factory=list)
+
+    def at(self, k: int, diff: bool = False) -> PassKRow | None:
+        return next((r for r in (self.diff_to_base if diff else self.pass_k) if r.k == k), None)
+
+
 class ArmResult(Schema):
     """One arm of the comparison, evaluated on the same held-out tasks and seeds as every other arm."""
 
@@ -126,6 +138,10 @@ class ArmResult(Schema):
     episodes: int = 0
     rollout_budget: int = Field(0, ge=0, description="Rollouts the arm consumed to be built (0 for base).")
     adapters: list[str] = Field(default_factory=list)
+    by_family: list[FamilyRow] = Field(
+        default_factory=list,
+        description="The same figures per task family (`task.metadata.family`), if tasks have one.",
+    )
     details: dict[str, Any] = Field(default_factory=dict)
 
     @property

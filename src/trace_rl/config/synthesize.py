@@ -41,6 +41,12 @@ class SynthesizeConfig(Section):
         description="target: seeded variants of the target's own train tasks (no LLM); llm: an author model writes "
         "a sandboxed generator; auto: target where it covers the evidence, else llm when an author is configured.",
     )
+    library_tasks: Literal["decisions", "variants"] = Field(
+        "decisions",
+        description="Library target, generator target: decisions: evidence tasks opened at the decision point the "
+        "capability decides, scored on that move (Definition 2); variants: whole re-seeded tasks of the evidence "
+        "families (closer to GRPO on the target).",
+    )
     author: str | None = Field("author", description="Model name (in `models`) of the author LLM; None: no LLM.")
     author_attempts: int = Field(3, ge=1, description="Author rewrites after failed validation, per attempt.")
     author_max_tokens: int = Field(4096, ge=256)

@@ -112,7 +112,12 @@ class CapabilityStats:
                 for i, r in enumerate(self.runs)
             ],
             "example_failed_trajectory_ids": self.example_failed_ids,
-            "lacking_failed_runs": {tid: self.lacking_counts[tid] for tid in self.example_failed_ids},
+            # every failed trajectory labelled LACKING (the examples are only the first few, in id order): the
+            # synthesize stage's evidence, whose families must not depend on how task ids sort
+            "lacking_failed_runs": {
+                tid: self.lacking_counts[tid]
+                for tid in sorted(self.lacking_counts, key=lambda t: (-self.lacking_counts[t], t))
+            },
         }
 
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trace_rl.artifacts.evaluation import ARM_LABELS, ArmResult, Comparison, PassKRow
+from trace_rl.artifacts.evaluation import ARM_LABELS, ArmResult, Comparison, FamilyRow, PassKRow
 from trace_rl.stats import GroupSummary, _quantile, pass_hat_k, summarize
 from trace_rl.tracking import Tracker
 
@@ -76,6 +76,39 @@ def diff_rows(
     return rows
 
 
+def family_rows(
+    arm: GroupSummary,
+    base: GroupSummary | None,
+    families: dict[str, str],
+    k_max: int,
+    *,
+    samples: int,
+    seed: int,
+    level: float,
+) -> list[FamilyRow]:
+    """pass^k per task family (`families`: task id -> family) with a bootstrap interval over the family's tasks, and
+    the paired difference to the base on them (none for the base itself)."""
+    rows = []
+    for family in sorted(set(families.values())):
+        pass_k, diffs = [], []
+        tasks = 0
+        for k in range(1, k_max + 1):
+            mine = {t: v for t, v in per_task_pass_k(arm, k).items() if families.get(t) == family}
+            tasks = max(tasks, len(mine))
+            own = paired_bootstrap(list(mine.values()), [0.0] * len(mine), samples=samples, seed=seed, level=level)
+            pass_k.append(PassKRow(k=k, value=_num(own.value), low=_num(own.low), high=_num(own.high), tasks=own.tasks))
+            if base is None or base is arm:
+                continue
+            theirs = per_task_pass_k(base, k)
+            common = [t for t in mine if t in theirs]
+            d = paired_bootstrap(
+                [mine[t] for t in common], [theirs[t] for t in common], samples=samples, seed=seed, level=level
+            )
+            diffs.append(PassKRow(k=k, value=_num(d.value), low=_num(d.low), high=_num(d.high), tasks=d.tasks))
+        rows.append(FamilyRow(family=family, tasks=tasks, pass_k=pass_k, diff_to_base=diffs))
+    return rows
+
+
 def summarize_records(
     latest: dict[str, dict[str, Any]],
     env: str,
@@ -105,6 +138,7 @@ def arm_result(
     adapters: list[str] | None = None,
     description: str = "",
     details: dict[str, Any] | None = None,
+    families: dict[str, str] | None = None,
 ) -> ArmResult:
     """An arm's row of `evaluate/comparison.json`."""
     pass_k = [
@@ -137,6 +171,15 @@ def arm_result(
         episodes=group.scored,
         rollout_budget=max(0, int(budget)),
         adapters=list(adapters or []),
+        by_family=family_rows(
+            group,
+            None if name == "base" else base,
+            families or {},
+            group.trials,
+            samples=samples,
+            seed=seed,
+            level=level,
+        ),
         details=info,
     )
 
@@ -166,6 +209,26 @@ def markdown_table(arms: list[ArmResult], k_max: int, skipped: dict[str, str] | 
         lines.append("| " + " | ".join(cells) + " |")
     for name, reason in (skipped or {}).items():
         cells = [ARM_LABELS.get(name, name), *["skipped" for _ in ks], reason, "—"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def family_table(arms: list[ArmResult]) -> str:
+    """pass^1 (%) per task family and arm, with each arm's paired Δ to base on the family's tasks ("" without
+    families)."""
+    families = sorted({row.family for arm in arms for row in arm.by_family})
+    if not families:
+        return ""
+    head = ["Family", "Tasks", *[f"{a.display} pass^1 %" for a in arms]]
+    head += [f"Δ {a.display} vs base" for a in arms if a.name != "base"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for family in families:
+        rows = {a.name: next((r for r in a.by_family if r.family == family), None) for a in arms}
+        tasks = max((r.tasks for r in rows.values() if r is not None), default=0)
+        cells = [family, str(tasks), *[_interval(r.at(1) if r else None) for r in rows.values()]]
+        cells += [
+            _interval(rows[a.name].at(1, diff=True) if rows[a.name] else None, True) for a in arms if a.name != "base"
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -218,6 +281,8 @@ __all__ = [
     "arm_result",
     "comparison_rows",
     "diff_rows",
+    "family_rows",
+    "family_table",
     "log_comparison",
     "markdown_table",
     "paired_bootstrap",

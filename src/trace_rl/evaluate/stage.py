@@ -32,7 +32,7 @@ from trace_rl.envs.registry import load_domain
 from trace_rl.errors import UserError
 from trace_rl.evaluate.arms import ARMS_BY_NAME
 from trace_rl.evaluate.budget import AdapterBudget, Ledger, run_adapter_budget
-from trace_rl.evaluate.compare import arm_result, log_comparison, markdown_table, summarize_records
+from trace_rl.evaluate.compare import arm_result, family_table, log_comparison, markdown_table, summarize_records
 from trace_rl.evaluate.episodes import STAGE, ArmSkipped, EvalContext, check_tasks
 from trace_rl.models.base import ModelClient
 from trace_rl.models.registry import ModelClients
@@ -161,6 +161,7 @@ def compile_comparison(ctx: EvalContext, *, command: str | None = None) -> tuple
     skipped: dict[str, str] = dict(index.skipped)
     base_out = outputs.get("base")
     base = _group(ctx, base_out.relpath, e.trials) if base_out else None
+    families = {t.id: str(t.metadata["family"]) for t in ctx.tasks if t.metadata.get("family")}
     arms = []
     for name in [a for a in ARMS if a in outputs]:
         out = outputs[name]
@@ -177,6 +178,7 @@ def compile_comparison(ctx: EvalContext, *, command: str | None = None) -> tuple
                 adapters=out.adapters,
                 description=out.description,
                 details=out.details,
+                families=families,
             )
         )
     curve: list[BudgetPoint] = []
@@ -233,6 +235,9 @@ def write_outputs(ctx: EvalContext, comparison: Comparison, skipped: dict[str, s
     atomic_write_json(ctx.run.evaluate.budget, comparison.details["budget"])
     table = markdown_table(comparison.arms, comparison.k_max, skipped)
     lines = [f"# {ctx.env_name}/{ctx.split}: {comparison.tasks} tasks × {comparison.trials} trials", "", table, ""]
+    by_family = family_table(comparison.arms)
+    if by_family:
+        lines += ["Per task family (pass^1 %, paired Δ to base on the family's tasks):", "", by_family, ""]
     if comparison.budget_curve:
         lines += ["Score vs training rollouts (pass^1 %):", ""]
         lines += [f"- {p.arm} @ {p.budget}: {100 * p.value:.1f}" for p in comparison.budget_curve]
@@ -306,6 +311,9 @@ class EvaluateStage:
         comparison = run_evaluate(ctx.run, ctx.config, section, command=ctx.command, echo=ctx.echo)
         skipped = comparison.details.get("skipped") or {}
         ctx.echo(markdown_table(comparison.arms, comparison.k_max, skipped))
+        by_family = family_table(comparison.arms)
+        if by_family:
+            ctx.echo(by_family)
         episodes = {a.name: a.details.get("episodes", {}) for a in comparison.arms}
         incomplete = [name for name, c in episodes.items() if c.get("infra") or c.get("missing")]
         ctx.echo(f"comparison: {ctx.run.comparison}")

@@ -374,6 +374,7 @@ def comparison_section(ctx: Context) -> str | None:
         f"{int(comp.level * 100)}% bootstrap over tasks ({comp.bootstrap_samples} resamples), Δ is paired.</p>",
         table(headers, rows, cls="comparison"),
     ]
+    out.append(family_html(arms))
     p1 = [arm.at(1) for arm in arms]
     out.append(
         img(
@@ -398,6 +399,27 @@ def comparison_section(ctx: Context) -> str | None:
         out.append("<h3>Score vs rollout budget</h3><p class='missing'>not run yet</p>")
     out.extend(f"<p class='note'>{esc(n)}</p>" for n in comp.notes)
     return "".join(out)
+
+
+def family_html(arms: list[Any]) -> str:
+    """pass^1 per task family and arm, with each arm's paired Δ to base on that family ("" without families)."""
+    families = sorted({row.family for arm in arms for row in arm.by_family})
+    if not families:
+        return ""
+    others = [a for a in arms if a.name != "base"]
+    headers = ["family", "tasks", *(f"{a.display} pass^1" for a in arms), *(f"Δ {a.display}" for a in others)]
+    rows = []
+    for family in families:
+        by = {a.name: next((r for r in a.by_family if r.family == family), None) for a in arms}
+        cells = [esc(family), num(max((r.tasks for r in by.values() if r), default=0))]
+        for a in arms:
+            r = by[a.name].at(1) if by[a.name] else None
+            cells.append(f"{num(r.value)}<div class='ci'>{ci(r.low, r.high)}</div>" if r else "–")
+        for a in others:
+            d = by[a.name].at(1, diff=True) if by[a.name] else None
+            cells.append(f"{signed(d.value)}<div class='ci'>{ci(d.low, d.high)}</div>" if d else "–")
+        rows.append(cells)
+    return "<h3>Per task family</h3>" + table(headers, rows, cls="comparison")
 
 
 def appendix_section(ctx: Context) -> str | None:

@@ -360,7 +360,7 @@ async def synthesize_one(ctx: Context, cap: Capability, folder: Path, echo: Call
             return finish("ready", "", result.figures)
         if attempt == syn.max_attempts:
             break
-        moved = _move_difficulty(b, result.direction)
+        moved = _reweight_decisions(b, env, result) or _move_difficulty(b, result.direction)
         if moved and b.mode == "llm":
             problem = await b.materialize()
         elif not moved:
@@ -383,6 +383,26 @@ def _direction_text(direction: str | None) -> str:
         "too_easy": "make tasks harder (more distractors, more conditions, fewer given values).",
         "too_hard": "make tasks easier (fewer distractors and conditions, clearer requests).",
     }.get(direction or "", "make outcomes vary more within a seed: partial solutions should be possible.")
+
+
+def _reweight_decisions(b: _Builder, env: CapabilityEnvironment, result: CalibrationResult) -> bool:
+    """A decision environment first moves its weight toward the decisions the base policy gets right more (too hard)
+    or less (too easy) often, as far as the middle of the success window; the difficulty knob moves when that
+    cannot."""
+    assert b.spec is not None
+    if b.spec.generator.kind != "library_decisions":
+        return False
+    from trace_rl.envs.synthetic.library_decisions import reweighted
+
+    outcomes = [(str(env.make_task(r.seed).metadata["decision"]["kind"]), r.success) for r in result.rollouts]
+    low, high = b.ctx.syn.acceptance.success_range
+    params = reweighted(b.spec.generator.params, outcomes, result.direction, target=(low + high) / 2)
+    if params is None:
+        return False
+    b.spec = b.spec.model_copy(update={"generator": b.spec.generator.model_copy(update={"params": params})})
+    b.notes.append(f"decisions re-weighted {params['decisions']} ({result.direction})")
+    b.save()
+    return True
 
 
 def _move_difficulty(b: _Builder, direction: str | None) -> bool:

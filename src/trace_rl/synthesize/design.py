@@ -89,6 +89,19 @@ def reward_spec(kind: str, *, alpha: float, weights: dict[str, float], unscored_
     )
 
 
+def decision_reward_spec() -> RewardSpec:
+    """The reward of a decision environment (`library_decisions`): the `decision` check alone, success when it is 1.
+    Unscored endings are not scaled down: the move is made before the episode can run out of turns."""
+    return RewardSpec(
+        alpha=0.0,
+        product=["capability"],
+        weights={"capability": 1.0},
+        checks=[CheckSpec(kind="decision", weight=1.0)],
+        unscored_scale=1.0,
+        success="decision",
+    )
+
+
 def hint_spec(kind: str, fraction: float) -> HintSpec:
     return HintSpec(text=HINTS[kind], fraction=fraction)
 
@@ -97,4 +110,13 @@ def primary_check(spec: RewardSpec) -> str:
     return max(spec.checks, key=lambda c: c.weight).kind if spec.checks else "write_coverage"
 
 
-__all__ = ["CHECKS", "HINTS", "TYPES", "capability_type", "hint_spec", "primary_check", "reward_spec"]
+__all__ = [
+    "CHECKS",
+    "HINTS",
+    "TYPES",
+    "capability_type",
+    "decision_reward_spec",
+    "hint_spec",
+    "primary_check",
+    "reward_spec",
+]

@@ -1,8 +1,10 @@
 """Generator 1: capability environments from the target itself (no LLM).
 
-Library: the evidence tasks' families (weighted by how many evidence tasks each has) are re-seeded from the library's
-fresh seed range, disjoint from its train and test splits (`library_variants`). With no usable evidence, the families
-whose own capability type matches the capability's are used.
+Library (`synthesize.library_tasks`): by default the evidence tasks' families are opened at the decision point the
+capability's type decides (`library_decisions`, TRACE's Definition 2: the reward scores that move); `variants`
+re-seeds whole tasks of those families (weighted by how many evidence tasks each has) from the library's fresh seed
+range, disjoint from its train and test splits (`library_variants`, closer to GRPO on the target). With no usable
+evidence, the families whose own capability type matches the capability's are used.
 
 τ²: the evidence train tasks whose gold actions have a supported shape are re-targeted at other users and orders
 (`tau2_variants`, see `trace_rl.envs.synthetic.tau2_variants` for the shapes covered), excluding every user and
@@ -27,7 +29,7 @@ from trace_rl.artifacts.environments import EnvSpec, GeneratorSpec, SplitSpec
 from trace_rl.config import EnvConfig
 from trace_rl.config.synthesize import SynthesizeConfig
 from trace_rl.envs.base import Domain
-from trace_rl.synthesize.design import hint_spec, reward_spec
+from trace_rl.synthesize.design import decision_reward_spec, hint_spec, reward_spec
 from trace_rl.synthesize.evidence import Evidence
 
 
@@ -79,6 +81,16 @@ def library_generator(evidence: Evidence, kind: str, target_cfg: EnvConfig, cfg:
         families = {f: 1 for f, t in CAPABILITY_TYPES.items() if t == kind}
         source = f"families of capability type {kind}"
     options = SplitOptions.model_validate(target_cfg.options or {})
+    if cfg.library_tasks == "decisions":
+        from trace_rl.envs.synthetic.library_decisions import decisions_for
+
+        decisions, how = decisions_for(kind, families)
+        return GeneratorSpec(
+            kind="library_decisions",
+            params={"decisions": decisions, "decisions_from": how, "families": families, "families_from": source},
+            difficulty=cfg.initial_difficulty,
+            seed_base=fresh_train_seeds(1, options=options)[0],
+        )
     return GeneratorSpec(
         kind="library_variants",
         params={"families": families, "families_from": source},
@@ -171,6 +183,8 @@ def target_spec(
     spec = base_spec(evidence, kind, target_cfg, target, cfg, gen)
     if family in ("toolsandbox", "imported"):  # whole target tasks: the target's own score is the reward
         spec.reward = spec.reward.model_copy(update={"source": "target"})
+    if gen.kind == "library_decisions":
+        spec.reward = decision_reward_spec()
     spec.provenance = {"generator": "target", "kind": gen.kind}
     return spec, ""
 

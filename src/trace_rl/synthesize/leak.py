@@ -4,8 +4,10 @@ appear in a generated spec, generator code, prompt, hint or task.
 `build_index(domain)` collects from the test split: task ids; entity ids named in gold actions or instructions (order,
 user, reservation, member and payment-method ids, emails); member/user names (from lookups, scripts, instructions,
 and the DB records those ids point at); and 8-word instruction phrases that no train instruction shares (train-shared
-phrases are templates, not test content). It also returns the plain test entities (user, order, reservation ids) so
-the τ² variant generator and the author API can leave them out. `check(...)` scans artifacts and returns a report
+phrases are templates, not test content; a domain with a task generator adds a sample of its fresh tasks,
+`template_sample()`, so a template the train split happens not to fill the same way is not taken for a leak). It
+also returns the plain test entities (user, order, reservation ids) so the τ² variant generator and the author API
+can leave them out. `check(...)` scans artifacts and returns a report
 that is written to `envs/<capability>/leak.json`.
 """
 
@@ -91,7 +93,8 @@ def build_index(
     users = db.get("users") if isinstance(db.get("users"), dict) else {}
     emails = {str(u.get("email", "")).lower(): uid for uid, u in users.items() if isinstance(u, dict)}
     train_shingles: set[str] = set()
-    for task in train:
+    sample = getattr(domain, "template_sample", None)  # a task generator's own output: its phrases are templates
+    for task in [*train, *(sample() if callable(sample) else [])]:
         for text in _texts(task):
             train_shingles.update(shingles(tokens(text), PHRASE_N))
     for task in test:

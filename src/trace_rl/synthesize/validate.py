@@ -4,7 +4,8 @@ For each validation seed: the task is generated; its gold actions replay without
 write changes the DB (one without leaves it unchanged); the gold solution, played as a trajectory, scores shaped
 reward 1 and success; and the same trajectory with the capability's step removed (`ablate`) scores lower
 (Definition 2: exercising the capability is necessary). The share of tasks passing that last test is the
-environment's capability sensitivity.
+environment's capability sensitivity. A decision task (`library_decisions`) plays its history and then its right
+move, or a move that skips the capability, in place of the whole gold solution.
 """
 
 from __future__ import annotations
@@ -195,6 +196,25 @@ def check_target_scored(cap_env: CapabilityEnvironment, task: Task, check: TaskC
     return check
 
 
+def check_decision(cap_env: CapabilityEnvironment, env: ToolkitEnvironment, task: Task, check: TaskCheck) -> TaskCheck:
+    """A decision task (`library_decisions`): its replayed history, then the right move, scores 1 and success; the
+    same history with a move that skips the capability scores lower."""
+    from trace_rl.envs.synthetic.library_decisions import Case, moves
+
+    right, wrong = moves(Case.of(task))
+    scores = []
+    for played in (right, wrong):
+        messages = [*env.fresh().reset(task), *played, Message(role="user", content=STOP_TOKENS[0])]
+        scores.append(cap_env.rewarder.score_messages(task, messages, TerminationReason.USER_STOP))
+    gold, ablated = scores
+    check.gold_reward, check.ablated_reward = gold.reward, ablated.reward
+    if abs(gold.reward - 1.0) > 1e-6 or not gold.success:
+        check.problems.append(f"the right move scores {gold.reward:.3f} (success {gold.success}), not 1")
+    check.sensitive = ablated.reward < gold.reward - 1e-6
+    check.ok = not check.problems
+    return check
+
+
 def check_task(cap_env: CapabilityEnvironment, seed: int) -> TaskCheck:
     try:
         task = cap_env.make_task(seed)
@@ -226,6 +246,8 @@ def check_task(cap_env: CapabilityEnvironment, seed: int) -> TaskCheck:
             check.problems.append("the gold writes leave the DB unchanged")
         if not gold.writes and changed:
             check.problems.append("the DB changes although no gold action writes")
+        if "decision" in task.metadata:
+            return check_decision(cap_env, env, task, check)
         opening = opening_line(cap_env, task)
         messages, errors = play(env, task, actions, opening=opening, final=final_text(task))
         score = cap_env.rewarder.score_messages(task, messages, TerminationReason.USER_STOP)
@@ -256,4 +278,14 @@ def validate(cap_env: CapabilityEnvironment, seeds: list[int], *, min_sensitivit
     return report
 
 
-__all__ = ["TaskCheck", "ValidationReport", "ablate", "check_task", "final_text", "opening_line", "play", "validate"]
+__all__ = [
+    "TaskCheck",
+    "ValidationReport",
+    "ablate",
+    "check_decision",
+    "check_task",
+    "final_text",
+    "opening_line",
+    "play",
+    "validate",
+]

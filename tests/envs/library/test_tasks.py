@@ -127,3 +127,14 @@ def test_domain_and_environment_protocols(domain: LibraryDomain):
     assert "Reference-only copies never leave the library." in env.policy()
     with pytest.raises(UserError, match="no split"):
         domain.tasks("dev")
+
+
+def test_a_second_test_range_is_disjoint_and_keeps_the_train_split():
+    first = SplitOptions(n_train=5, n_test=10)
+    second = SplitOptions(n_train=5, n_test=10, test_start=10)
+    assert split_seeds("train", first) == split_seeds("train", second)
+    seeds = [s for _, s in split_seeds("test", first)], [s for _, s in split_seeds("test", second)]
+    assert not set(seeds[0]) & set(seeds[1]) and seeds[1][0] == seeds[0][0] + 10
+    assert all(s in held_out_seed_range(second) for s in seeds[1])
+    with pytest.raises(UserError, match="test_start \\+ n_test = 1000005 leaves the test range"):
+        load_domain("library", EnvConfig(options={"n_test": 10, "test_start": 999_995}))

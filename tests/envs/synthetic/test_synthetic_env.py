@@ -41,7 +41,9 @@ def build(tmp: Path, library, kind: str) -> CapabilityEnvironment:
     cfg, domain = library
     cap = Capability(name=kind, definition=f"The {kind.replace('_', ' ')} capability, defined precisely.")
     evidence = Evidence(cap, tasks=[t for t in domain.tasks("train") if t.metadata["family"] == FAMILIES[kind]][:2])
-    spec, why = target_spec(evidence, kind, cfg, domain, SynthesizeConfig(train_seeds=12, test_seeds=6))
+    spec, why = target_spec(
+        evidence, kind, cfg, domain, SynthesizeConfig(train_seeds=12, test_seeds=6, library_tasks="variants")
+    )
     assert spec is not None, why
     folder = tmp / kind
     write_env_spec(EnvLayout(folder), spec)

@@ -15,7 +15,7 @@ from trace_rl.envs.base import ToolkitEnvironment
 from trace_rl.envs.library.data_model import LibraryDB
 from trace_rl.envs.library.families import CAPABILITY_TYPES, FAMILIES, make_task
 from trace_rl.envs.library.prompt import PROMPT_VERSION, example_messages, policy_text, prompt_sha, system_prompt
-from trace_rl.envs.library.splits import SplitOptions, split_seeds
+from trace_rl.envs.library.splits import SplitOptions, fresh_train_seeds, split_seeds
 from trace_rl.envs.library.tools import LibraryTools
 from trace_rl.envs.library.user import LibraryScriptedUser
 from trace_rl.envs.library.world import world
@@ -69,6 +69,12 @@ class LibraryDomain:
 
     def make_task(self, family: str, seed: int) -> Task:
         return make_task(family, seed)
+
+    def template_sample(self, per_family: int = 150) -> list[Task]:
+        """Tasks of every family from the fresh seed range (neither train nor test). The leak guard treats the
+        phrases they share with a test instruction as the family templates' own words, not test content."""
+        seeds = fresh_train_seeds(per_family, start=900_000, options=self.options)
+        return [make_task(f, s) for f in self.options.families for s in seeds]
 
     def make_env(self) -> LibraryEnvironment:
         return LibraryEnvironment()

@@ -1,14 +1,16 @@
 """Train and test splits: which (family, seed) pairs each holds, from disjoint seed ranges.
 
 Task i of a split has family `families[i % len(families)]` (round robin; repeat a family in the list to weight it)
-and seed `base + SPLIT_OFFSET[split] + i`, with `base = seed_option * SEED_STRIDE`. Train seeds lie in
+and seed `base + SPLIT_OFFSET[split] + start + i`, with `base = seed_option * SEED_STRIDE` and `start` the split's
+`train_start` / `test_start` option (0 by default: two runs with test starts at least `n_test` apart evaluate on
+disjoint tasks, with the same train tasks). Train seeds lie in
 [base, base + 1,000,000) and test seeds in [base + 1,000,000, base + 2,000,000), so the splits never share a world or
 a task; later stages that vary train tasks with new seeds should draw them from `fresh_train_seeds`.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from trace_rl.envs.library.families import FAMILIES
 
@@ -26,7 +28,19 @@ class SplitOptions(BaseModel):
     n_train: int = Field(200, ge=0, lt=SPLIT_RANGE)
     n_test: int = Field(100, ge=0, lt=SPLIT_RANGE)
     seed: int = Field(0, ge=0, description="Shifts every split's seed range (a new library of tasks).")
+    train_start: int = Field(0, ge=0, lt=SPLIT_RANGE, description="First seed of the train split, in its range.")
+    test_start: int = Field(0, ge=0, lt=SPLIT_RANGE, description="First seed of the test split, in its range.")
     families: list[str] = Field(default_factory=lambda: list(FAMILIES), min_length=1)
+
+    @model_validator(mode="after")
+    def _inside(self) -> SplitOptions:
+        for split in ("train", "test"):
+            start, n = getattr(self, f"{split}_start"), getattr(self, f"n_{split}")
+            if start + n > SPLIT_RANGE:
+                raise ValueError(
+                    f"{split}_start + n_{split} = {start + n} leaves the {split} range ({SPLIT_RANGE:,} seeds)"
+                )
+        return self
 
     @field_validator("families")
     @classmethod
@@ -40,7 +54,8 @@ class SplitOptions(BaseModel):
 def split_seeds(split: str, options: SplitOptions) -> list[tuple[str, int]]:
     """The (family, seed) pairs of a split, in order."""
     n = options.n_train if split == "train" else options.n_test
-    base = options.seed * SEED_STRIDE + SPLIT_OFFSET[split]
+    start = options.train_start if split == "train" else options.test_start
+    base = options.seed * SEED_STRIDE + SPLIT_OFFSET[split] + start
     fams = options.families
     return [(fams[i % len(fams)], base + i) for i in range(n)]
 

@@ -100,7 +100,21 @@ class LibraryScriptedUser:
 
     @classmethod
     def for_task(cls, task: Task) -> LibraryScriptedUser:
-        return cls(UserScript.model_validate(task.metadata["user_script"]))
+        """The member of `task`, caught up with the task's replayed message history (its own replies in it)."""
+        from trace_rl.envs.state import history_to_messages
+
+        user = cls(UserScript.model_validate(task.metadata["user_script"]))
+        history = task.initial_state.message_history if task.initial_state else None
+        if history:
+            user.resume(history_to_messages(history))
+        return user
+
+    def resume(self, messages: list[Message]) -> None:
+        """Replay the member's part of `messages` (a conversation it took part in) to rebuild what it has heard and
+        confirmed; deterministic, so the replies equal the ones in `messages` when it wrote them."""
+        for i, message in enumerate(messages):
+            if message.role == "user" and i > 0:
+                self.respond(messages[:i])
 
     # -- state ------------------------------------------------------------------------------------------------------
     def handled(self, i: int) -> bool:

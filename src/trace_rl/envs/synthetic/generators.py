@@ -4,6 +4,7 @@
   `make_task(family, seed)`, seeds from its fresh range, disjoint from train and test). The difficulty knob steers
   which variant a seed lands on (trivial → hard) and, from 2 on, adds knob − 1 distractor records (a namesake
   member, a book whose title contains the target title) to the task's initial-state patch.
+- `library_decisions`: library tasks opened at a decision point (`library_decisions.py`, TRACE's Definition 2).
 - `tau2_variants`: see `tau2_variants.py`; `toolsandbox_scenarios` and `target_reseed` (an imported OpenEnv or
   verifiers target's fresh seeds or rows): their own modules.
 - `code`: tasks an author model's generator wrote, materialised at synthesis time in `tasks.jsonl`; a seed outside
@@ -244,6 +245,12 @@ class CodeTasks:
         return task
 
 
+def _library_decisions(spec: EnvSpec, folder: Path, target: Domain) -> TaskGenerator:
+    from trace_rl.envs.synthetic.library_decisions import LibraryDecisions
+
+    return LibraryDecisions(spec, target)
+
+
 def _tau2_variants(spec: EnvSpec, folder: Path, target: Domain) -> TaskGenerator:
     from trace_rl.envs.synthetic.leak_guard import LeakIndex
     from trace_rl.envs.synthetic.tau2_variants import Tau2Variants
@@ -265,6 +272,7 @@ def _target_reseed(spec: EnvSpec, folder: Path, target: Domain) -> TaskGenerator
 
 GENERATORS: dict[str, Callable[[EnvSpec, Path, Domain], TaskGenerator]] = {
     "library_variants": lambda spec, folder, target: LibraryVariants(spec, target),
+    "library_decisions": _library_decisions,
     "tau2_variants": _tau2_variants,
     "toolsandbox_scenarios": _toolsandbox_scenarios,
     "target_reseed": _target_reseed,

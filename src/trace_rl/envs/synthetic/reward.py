@@ -5,7 +5,8 @@ fresh target environment (results kept, so a read is credited when the agent obt
 argument spelling), the agent side from the trajectory's tool calls and results. The final DB is taken from the
 trajectory's `reward_info` when the target evaluator scored it, else by replaying the agent's successful WRITE calls
 (τ²-bench's replay). Shaped reward (TRACE App. B): `alpha * prod(product) + (1 - alpha) * weighted mean`; success is
-τ²'s DB × COMMUNICATE == 1 on a stop-terminated episode, kept next to the shaped reward (docs/method-notes.md §7).
+τ²'s DB × COMMUNICATE == 1 on a stop-terminated episode, kept next to the shaped reward (docs/method-notes.md §7);
+for a decision task (`library_decisions`) success is its one move being right (`RewardSpec.success = "decision"`).
 """
 
 from __future__ import annotations
@@ -313,6 +314,10 @@ class RewardModel:
                 out[check.kind] = check_write_coverage(gold, got)
             elif check.kind == "communicate":
                 out[check.kind] = communicate_fraction(task, messages)
+            elif check.kind == "decision":
+                from trace_rl.envs.synthetic.library_decisions import judge
+
+                out[check.kind] = judge(task, messages)
         return out
 
     def score_messages(
@@ -345,7 +350,10 @@ class RewardModel:
         scored = termination in SCORED_TERMINATIONS
         if not scored:
             shaped *= self.spec.unscored_scale
-        success = scored and db == 1.0 and components["communicate"] == 1.0
+        if self.spec.success == "decision":
+            success = checks.get("decision") == 1.0
+        else:
+            success = scored and db == 1.0 and components["communicate"] == 1.0
         return Score(round(shaped, 6), success, components, checks)
 
     def score(self, task: Task, trajectory: Trajectory) -> Score:
