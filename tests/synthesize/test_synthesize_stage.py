@@ -91,3 +91,22 @@ def test_calibration_needs_a_policy_and_unknown_capabilities_are_refused(tmp_pat
         run_synthesize(run, None, {}, syn=SynthesizeConfig())
     with pytest.raises(UserError, match="not a selected capability"):
         run_synthesize(run, None, {}, syn=SynthesizeConfig(calibrate=False), only=["nope"])
+
+
+def test_a_too_hard_decision_environment_moves_its_weights_then_its_hints(tmp_path):
+    """Calibration's moves for decision environments: toward the decision the base gets right more often while
+    there is one, then a larger hinted share of each group; every move is recorded in the spec."""
+    name = "structured_data_reasoning"  # copy_selection evidence: choose_lendable_copy only
+    run = make_library_run(tmp_path / "run", [name])
+    folder = run.root / "envs" / name
+    policy = OraclePolicy(lambda: folder, 0.0, target=load_domain("library"))  # never right: too hard
+    syn = SynthesizeConfig(groups=3, samples=2, max_attempts=3, **{**SMALL, "validation_seeds": 3})
+    run_synthesize(run, None, {"policy": policy}, syn=syn)
+    spec = read_json(folder / "spec.json")
+    cal = read_json(folder / "calibration.json")
+    assert spec["generator"]["kind"] == "library_decisions" and set(spec["generator"]["params"]["decisions"]) == {
+        "choose_lendable_copy"
+    }
+    assert [a["direction"] for a in cal["attempts"]] == ["too_hard"] * 3
+    assert spec["hint"]["fraction"] == 0.5  # one decision, none easier: the hints moved first
+    assert [a["difficulty"] for a in cal["attempts"]] == [1, 1, 0]  # then the knob

@@ -385,10 +385,13 @@ def _direction_text(direction: str | None) -> str:
     }.get(direction or "", "make outcomes vary more within a seed: partial solutions should be possible.")
 
 
+HINT_CEILING = 0.5  # the largest hinted share of a group in the released TRACE code
+
+
 def _reweight_decisions(b: _Builder, env: CapabilityEnvironment, result: CalibrationResult) -> bool:
     """A decision environment first moves its weight toward the decisions the base policy gets right more (too hard)
-    or less (too easy) often, as far as the middle of the success window; the difficulty knob moves when that
-    cannot."""
+    or less (too easy) often, as far as the middle of the success window; with no easier decision to move toward, a
+    too-hard one hints up to half of each group; the difficulty knob moves when neither can."""
     assert b.spec is not None
     if b.spec.generator.kind != "library_decisions":
         return False
@@ -397,6 +400,13 @@ def _reweight_decisions(b: _Builder, env: CapabilityEnvironment, result: Calibra
     outcomes = [(str(env.make_task(r.seed).metadata["decision"]["kind"]), r.success) for r in result.rollouts]
     low, high = b.ctx.syn.acceptance.success_range
     params = reweighted(b.spec.generator.params, outcomes, result.direction, target=(low + high) / 2)
+    if params is None and result.direction == "too_hard" and b.spec.hint.fraction < HINT_CEILING:
+        # nothing easier to move toward: hint more of each group (the released code hints a quarter to a half)
+        hint = b.spec.hint.model_copy(update={"fraction": HINT_CEILING})
+        b.spec = b.spec.model_copy(update={"hint": hint})
+        b.notes.append(f"hint fraction -> {HINT_CEILING} (too_hard, no easier decision)")
+        b.save()
+        return True
     if params is None:
         return False
     b.spec = b.spec.model_copy(update={"generator": b.spec.generator.model_copy(update={"params": params})})
