@@ -15,6 +15,7 @@ unhinted prompt and scripted user, run with `run_episode` on one event loop, `co
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import statistics
 from collections import defaultdict
@@ -55,6 +56,14 @@ class CalibrationResult:
             "figures": self.figures,
             "checks": self.checks,
         }
+
+
+def bounded(limits: EpisodeLimits, agent_turns: int | None) -> EpisodeLimits:
+    """`limits` with at most `agent_turns` agent turns (None: unchanged)."""
+    if agent_turns is None:
+        return limits
+    turns = agent_turns if limits.max_turns is None else min(limits.max_turns, agent_turns)
+    return dataclasses.replace(limits, max_turns=turns)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -236,7 +245,7 @@ async def calibrate(
         temperature=temperature,
         max_tokens=max_tokens,
         concurrency=concurrency,
-        limits=limits or EpisodeLimits(),
+        limits=bounded(limits or EpisodeLimits(), cap_env.agent_turns),
         model_name=model_name,
     )
     fig = figures(rollouts, samples)

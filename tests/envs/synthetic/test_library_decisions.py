@@ -218,3 +218,15 @@ def test_calibration_moves_weight_toward_the_decisions_the_base_gets_right():
     assert reweighted({"decisions": {"identify_first": 1.0}}, outcomes, "too_hard") is None  # nothing to move
     stuck = [("identify_first", False), ("answer_from_record", False)]
     assert reweighted(params, stuck, "too_hard") is None  # no decision the base gets right: nothing to move toward
+
+
+def test_decision_episodes_end_after_the_moves_the_judge_reads(tmp_path, library):
+    from trace_rl.engine.episode import EpisodeLimits
+    from trace_rl.envs.synthetic.environment import DECISION_TURNS
+    from trace_rl.synthesize.calibrate import bounded
+
+    env = build(tmp_path, library, "identify_first")
+    assert env.agent_turns == DECISION_TURNS
+    assert bounded(EpisodeLimits(max_steps=24), env.agent_turns).max_turns == DECISION_TURNS
+    assert bounded(EpisodeLimits(max_turns=1), env.agent_turns).max_turns == 1
+    assert bounded(EpisodeLimits(max_steps=24), None) == EpisodeLimits(max_steps=24)

@@ -32,6 +32,7 @@ from trace_rl.errors import UserError
 from trace_rl.types import Message, Task, Trajectory
 
 MAX_DRAWS = 8
+DECISION_TURNS = 3  # a decision is judged on the agent's first moves: a read or two, then the move
 HINT_OPEN = "<expert_guidance>"
 HINT_CLOSE = "</expert_guidance>"
 _HINT_BLOCK = re.compile(r"\n*" + re.escape(HINT_OPEN) + r".*?" + re.escape(HINT_CLOSE) + r"\n?", re.S)
@@ -163,6 +164,12 @@ class CapabilityEnvironment:
         if hinted:
             prompt += "\n\n" + hint_block(self.spec.hint.text)
         return prompt
+
+    @property
+    def agent_turns(self) -> int | None:
+        """The agent turns an episode needs at most: a decision environment's judge reads only the first few moves
+        (what follows the decision is not scored, so sampling it is wasted); None: no limit of its own."""
+        return DECISION_TURNS if self.spec.reward.success == "decision" else None
 
     @property
     def hint_fraction(self) -> float:
