@@ -217,7 +217,9 @@ def test_calibration_moves_weight_toward_the_decisions_the_base_gets_right():
     assert reweighted(params, outcomes, "no_signal") is None
     assert reweighted({"decisions": {"identify_first": 1.0}}, outcomes, "too_hard") is None  # nothing to move
     stuck = [("identify_first", False), ("answer_from_record", False)]
-    assert reweighted(params, stuck, "too_hard") is None  # no decision the base gets right: nothing to move toward
+    assert reweighted(params, stuck, "too_hard") is None  # every decision at the same rate: nothing to move toward
+    on_target = reweighted({"decisions": {"identify_first": 1.0, "answer_from_record": 1.0}}, outcomes, "too_hard")
+    assert on_target["decisions"]["answer_from_record"] == pytest.approx(1.5)  # all-zero groups: half-way
 
 
 def test_decision_episodes_end_after_the_moves_the_judge_reads(tmp_path, library):

@@ -382,8 +382,9 @@ def reweighted(
     """Calibration's move for a decision environment: the decisions re-weighted from the base policy's success on
     each (`outcomes`: (decision, success) per rollout) so that the expected success is `target` (the middle of the
     acceptance window). The weights move in a straight line toward the decision the base makes right most often (too
-    hard) or least often (too easy), just as far as needed. None when there is nothing to move (one decision, another
-    direction, or no decision on the far side of `target`)."""
+    hard) or least often (too easy), just as far as needed, or half-way when the success is on target already and
+    another gate (all-zero, all-success groups) failed. None when there is nothing to move (one decision, another
+    direction, or every decision at the same rate)."""
     weights = {n: float(w) for n, w in (params.get("decisions") or {}).items()}
     seen: dict[str, list[bool]] = {}
     for name, success in outcomes:
@@ -395,9 +396,12 @@ def reweighted(
     share = {n: weights[n] / total for n in rates}
     now = sum(share[n] * rates[n] for n in rates)
     toward = (max if direction == "too_hard" else min)(rates, key=lambda n: rates[n])
-    if (rates[toward] - now) * (target - now) <= 0 or rates[toward] == now:
+    if rates[toward] == now:
         return None
-    step = min(1.0, (target - now) / (rates[toward] - now))
+    if (rates[toward] - now) * (target - now) > 0:
+        step = min(1.0, (target - now) / (rates[toward] - now))
+    else:  # the success is on target but other gates (all-zero or all-success groups) fail: half-way toward it
+        step = 0.5
     moved = {n: round(total * ((1 - step) * share[n] + step * (n == toward)), 4) for n in rates}
     moved.update({n: w for n, w in weights.items() if n not in rates})
     history = [*params.get("moves", []), {"direction": direction, "success": rates, "weights": moved}]
