@@ -60,6 +60,14 @@ def split_seeds(split: str, options: SplitOptions) -> list[tuple[str, int]]:
     return [(fams[i % len(fams)], base + i) for i in range(n)]
 
 
+def split_seed_span(target_options: dict | None) -> range:
+    """Every seed the train and test ranges of a library target (its `EnvConfig.options`) can hold: what a
+    generator of fresh tasks must never draw."""
+    options = SplitOptions.model_validate(target_options or {})
+    low = options.seed * SEED_STRIDE + SPLIT_OFFSET["train"]
+    return range(low, low + 2 * SPLIT_RANGE)
+
+
 def held_out_seed_range(options: SplitOptions) -> range:
     base = options.seed * SEED_STRIDE + SPLIT_OFFSET["test"]
     return range(base, base + SPLIT_RANGE)

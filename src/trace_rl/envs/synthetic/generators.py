@@ -70,11 +70,9 @@ class LibraryVariants:
         shift = spec.generator.difficulty - 1
         self.weights = [float(fams[f]) * 4.0 ** (shift * FAMILY_LEVELS.get(f, 1)) for f in self.families]
         self.tries = int(spec.generator.params.get("tries", 4))
-        from trace_rl.envs.library.splits import SEED_STRIDE, SPLIT_OFFSET, SPLIT_RANGE, SplitOptions
+        from trace_rl.envs.library.splits import split_seed_span
 
-        options = SplitOptions.model_validate(spec.target.get("options") or {})
-        low = options.seed * SEED_STRIDE + SPLIT_OFFSET["train"]
-        self.forbidden = range(low, low + 2 * SPLIT_RANGE)  # the target's train and test seeds
+        self.forbidden = split_seed_span(spec.target.get("options"))  # the target's train and test seeds
 
     def library_seed(self, seed: int, salt: int, attempt: int) -> int:
         """Seeds of the library's fresh range (neither train nor test): 32 per task seed."""

@@ -398,10 +398,8 @@ def reweighted(
     toward = (max if direction == "too_hard" else min)(rates, key=lambda n: rates[n])
     if rates[toward] == now:
         return None
-    if (rates[toward] - now) * (target - now) > 0:
-        step = min(1.0, (target - now) / (rates[toward] - now))
-    else:  # the success is on target but other gates (all-zero or all-success groups) fail: half-way toward it
-        step = 0.5
+    beyond = (rates[toward] - now) * (target - now) > 0  # else on target, but all-zero/all-success groups fail
+    step = min(1.0, (target - now) / (rates[toward] - now)) if beyond else 0.5
     moved = {n: round(total * ((1 - step) * share[n] + step * (n == toward)), 4) for n in rates}
     moved.update({n: w for n, w in weights.items() if n not in rates})
     history = [*params.get("moves", []), {"direction": direction, "success": rates, "weights": moved}]
@@ -420,7 +418,7 @@ class LibraryDecisions:
     adds knob − 1 look-alike records from 2 on (as `library_variants` does)."""
 
     def __init__(self, spec: EnvSpec, target: Domain) -> None:
-        from trace_rl.envs.library.splits import SEED_STRIDE, SPLIT_OFFSET, SPLIT_RANGE, SplitOptions
+        from trace_rl.envs.library.splits import split_seed_span
 
         weights = spec.generator.params.get("decisions") or {}
         unknown = sorted(set(weights) - set(DECISIONS))
@@ -435,9 +433,7 @@ class LibraryDecisions:
         self.names = sorted(weights)
         self.weights = [float(weights[n]) for n in self.names]
         self.tries = int(spec.generator.params.get("tries", 8))
-        options = SplitOptions.model_validate(spec.target.get("options") or {})
-        low = options.seed * SEED_STRIDE + SPLIT_OFFSET["train"]
-        self.forbidden = range(low, low + 2 * SPLIT_RANGE)  # the target's train and test seeds
+        self.forbidden = split_seed_span(spec.target.get("options"))  # the target's train and test seeds
 
     def library_seed(self, seed: int, salt: int, attempt: int) -> int:
         return self.spec.generator.seed_base + seed * 64 + (salt % 8) * 8 + attempt
