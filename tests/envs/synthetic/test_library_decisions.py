@@ -220,6 +220,9 @@ def test_calibration_moves_weight_toward_the_decisions_the_base_gets_right():
     assert reweighted(params, stuck, "too_hard") is None  # every decision at the same rate: nothing to move toward
     on_target = reweighted({"decisions": {"identify_first": 1.0, "answer_from_record": 1.0}}, outcomes, "too_hard")
     assert on_target["decisions"]["answer_from_record"] == pytest.approx(1.5)  # all-zero groups: half-way
+    # the next attempt drew no identify_first task: its rate is the last move's, so the move back still can happen
+    back = reweighted(on_target, [("answer_from_record", True)] * 10, "too_easy")
+    assert back is not None and back["decisions"]["identify_first"] > on_target["decisions"]["identify_first"]
 
 
 def test_decision_episodes_end_after_the_moves_the_judge_reads(tmp_path, library):

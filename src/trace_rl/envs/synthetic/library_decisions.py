@@ -384,12 +384,14 @@ def reweighted(
     acceptance window). The weights move in a straight line toward the decision the base makes right most often (too
     hard) or least often (too easy), just as far as needed, or half-way when the success is on target already and
     another gate (all-zero, all-success groups) failed. None when there is nothing to move (one decision, another
-    direction, or every decision at the same rate)."""
+    direction, or every decision at the same rate). A decision no rollout drew this time keeps the rate of the last
+    move."""
     weights = {n: float(w) for n, w in (params.get("decisions") or {}).items()}
     seen: dict[str, list[bool]] = {}
     for name, success in outcomes:
         seen.setdefault(name, []).append(success)
-    rates = {n: sum(v) / len(v) for n, v in seen.items() if n in weights}
+    last = (params.get("moves") or [{}])[-1].get("success", {})  # a decision this draw missed keeps its last rate
+    rates = {n: r for n, r in {**last, **{n: sum(v) / len(v) for n, v in seen.items()}}.items() if n in weights}
     if direction not in ("too_hard", "too_easy") or len(rates) < 2:
         return None
     total = sum(weights[n] for n in rates)
