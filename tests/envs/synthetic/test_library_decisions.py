@@ -102,8 +102,9 @@ def test_tasks_are_deterministic_and_never_target_worlds(tmp_path, library):
 
 
 def test_difficulty_adds_look_alike_records_to_the_replayed_state(tmp_path, library):
-    plain = build(tmp_path / "a", library, "identify_first").make_task(1)
-    harder = build(tmp_path / "b", library, "identify_first", difficulty=3).make_task(1)
+    easy, hard = build(tmp_path / "a", library, "identify_first"), build(tmp_path / "b", library, "identify_first", 3)
+    seed = next(s for s in range(20) if hard.make_task(s).metadata["family"] != "lookup_answer")  # not a contrast
+    plain, harder = easy.make_task(seed), hard.make_task(seed)
     assert "distractors" not in plain.metadata and len(harder.metadata["distractors"]) >= 1
     assert harder.initial_state.message_history[0]["role"] == "user"
 
@@ -235,3 +236,17 @@ def test_decision_episodes_end_after_the_moves_the_judge_reads(tmp_path, library
     assert bounded(EpisodeLimits(max_steps=24), env.agent_turns).max_turns == DECISION_TURNS
     assert bounded(EpisodeLimits(max_turns=1), env.agent_turns).max_turns == 1
     assert bounded(EpisodeLimits(max_steps=24), None) == EpisodeLimits(max_steps=24)
+
+
+def test_identify_first_has_catalog_questions_where_identifying_is_wrong(tmp_path, library):
+    """Trained only on account requests, an adapter learns to look the member up first on every request (measured:
+    it broke the catalog lookups). A quarter of `identify_first` tasks are catalog questions whose right move is the
+    search."""
+    env = build(tmp_path, library, "identify_first")
+    tasks = [env.make_task(s) for s in range(40)]
+    contrast = [t for t in tasks if t.metadata["family"] == "lookup_answer"]
+    assert 4 <= len(contrast) <= 18 and len(contrast) < len(tasks)
+    task = contrast[0]
+    query = task.evaluation_criteria.actions[0].arguments["query"]
+    assert score(env, task, call("search_catalog", query=f'"{query}"')).success
+    assert score(env, task, call("find_member_by_email", email="a@b.c")).reward == 0.0

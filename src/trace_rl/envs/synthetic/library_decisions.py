@@ -9,7 +9,8 @@ did (Kang et al. 2026, Definition 2: every task needs the capability; the target
 
 The decisions (history → the right move):
 - `identify_first` (member-facing families, email given): the opening → the email lookup, exact, before any account
-  tool.
+  tool; a quarter of its tasks are catalog questions (the contrast), whose right move is the catalog search and not
+  an identification.
 - `confirm_before_change` (authenticated_write, copy_selection, multi_step): the reads before the first write → a
   yes/no question naming that change, with no write before it.
 - `quote_blocking_value` (precondition_refusal): every gold read → no write, and a reply quoting the value that blocks
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from trace_rl.artifacts.environments import EnvSpec
     from trace_rl.envs.base import Domain
 
+CONTRAST_SHARE = 0.25  # tasks of a decision's contrast families
 _COPY_ID = re.compile(r"\bC\d{4}\b")
 WRITES = ("check_out", "return_copy", "renew_loan", "place_hold", "cancel_hold", "pay_fine")
 VERBS = {
@@ -101,7 +103,8 @@ def judge_identify_first(case: Case, moves: list[Message]) -> float:
     want = case.expected["call"]
     if call.name != want["name"]:
         return 0.0
-    return 1.0 if normalize(str(call.arguments.get("email", ""))).strip() == want["arguments"]["email"] else 0.5
+    (arg, value), *_ = want["arguments"].items()
+    return 1.0 if _key(call.arguments.get(arg, "")) == value else 0.5
 
 
 def judge_confirm_before_change(case: Case, moves: list[Message]) -> float:
@@ -180,7 +183,10 @@ def moves(case: Case) -> tuple[list[Message], list[Message]]:
     """(the right move, a move without the capability) for the decision of `case`."""
     e = case.expected
     if case.kind == "identify_first":
-        wrong = _call("get_member_details", {"member_id": e["call"]["arguments"]["email"]})
+        if e["call"]["name"] == "search_catalog":  # a catalog question: identifying the member is the wrong move
+            wrong = _call("find_member_by_email", {"email": "member@example.com"})
+        else:
+            wrong = _call("get_member_details", {"member_id": e["call"]["arguments"]["email"]})
         return [_call(e["call"]["name"], e["call"]["arguments"])], [wrong]
     if case.kind == "confirm_before_change":
         write = e["write"]
@@ -218,6 +224,9 @@ class Decision:
     judge: Callable[[Case, list[Message]], float]
     # a history with more than reads: (task, gold, env) -> (history rows, expected, gold actions the history did)
     opens: Opener | None = None
+    # families drawn for a share of the tasks whatever the evidence: tasks where the move is *not* the one trained,
+    # so that the adapter learns when to make it, not only to make it
+    contrast: tuple[str, ...] = ()
 
 
 def _writes(gold: list[Action]) -> list[int]:
@@ -229,10 +238,16 @@ def _requests(task: Task) -> list[dict[str, Any]]:
 
 
 def expect_identify(task: Task, gold: list[Action], results: list[dict[str, Any]]) -> tuple[int, dict] | None:
+    if gold and gold[0].name == "search_catalog" and len(gold) == 1:  # the contrast: a catalog question
+        return 0, {"call": {"name": "search_catalog", "arguments": {"query": _key(gold[0].arguments["query"])}}}
     if not gold or gold[0].name != "find_member_by_email":
         return None
-    email = normalize(str(gold[0].arguments["email"])).strip()
-    return 0, {"call": {"name": gold[0].name, "arguments": {"email": email}}}
+    return 0, {"call": {"name": gold[0].name, "arguments": {"email": _key(gold[0].arguments["email"])}}}
+
+
+def _key(value: Any) -> str:
+    """An email or a title as compared: lower case, no commas, no surrounding quotes or spaces."""
+    return normalize(str(value)).strip().strip("\"'").strip()
 
 
 def expect_confirm(task: Task, gold: list[Action], results: list[dict[str, Any]]) -> tuple[int, dict] | None:
@@ -319,6 +334,7 @@ DECISIONS: dict[str, Decision] = {
             ("authenticated_write", "precondition_refusal", "copy_selection", "multi_step"),
             expect_identify,
             judge_identify_first,
+            contrast=("lookup_answer",),
         ),
         Decision(
             "confirm_before_change",
@@ -450,6 +466,8 @@ class LibraryDecisions:
             if library_seed in self.forbidden:
                 raise UserError(f"capability env '{self.spec.name}': seed {library_seed} is a target train/test seed")
             families = [f for f in decision.families if f in self.families] or list(decision.families)
+            if decision.contrast and rng.random() < CONTRAST_SHARE:
+                families = list(decision.contrast)
             task = make_task(rng.choice(families), library_seed)
             if self.spec.generator.difficulty >= 2:
                 task = add_library_distractors(task, self.spec.generator.difficulty - 1, rng)
