@@ -92,6 +92,7 @@ def evaluation_features() -> Any:
             "episodes": Value("int64"),
             "rollout_budget": Value("int64"),
             "adapters": List(Value("string")),
+            "by_family": Value("string"),
             "details": Value("string"),
         }
     )
@@ -117,13 +118,15 @@ def row_trajectory(row: dict[str, Any]) -> Trajectory:
 def evaluation_row(comparison: Comparison, arm: ArmResult) -> dict[str, Any]:
     data = arm.model_dump(mode="json")
     data["details"] = json.dumps(data["details"])
+    data["by_family"] = json.dumps(data["by_family"])
     context = {"env": comparison.env, "split": comparison.split, "tasks": comparison.tasks}
     return {**context, "trials": comparison.trials, **data}
 
 
 def row_arm(row: dict[str, Any]) -> ArmResult:
-    data = {name: row[name] for name in ArmResult.model_fields}
+    data = {name: row[name] for name in ArmResult.model_fields if name in row}
     data["details"] = json.loads(row["details"]) if row["details"] else {}
+    data["by_family"] = json.loads(row["by_family"]) if row.get("by_family") else []
     return ArmResult.model_validate(data)
 
 
