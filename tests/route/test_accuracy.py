@@ -11,8 +11,8 @@ import pytest
 
 from trace_rl.artifacts.evaluation import RoutedTask, RoutingAccuracy
 from trace_rl.artifacts.router import BASE, read_router
-from trace_rl.artifacts.store import RunDir, atomic_write_json
-from trace_rl.config import EnvConfig, ModelConfig, RouteConfig, TraceConfig
+from trace_rl.artifacts.store import RunDir
+from trace_rl.config import ModelConfig, RouteConfig, TraceConfig
 from trace_rl.errors import UserError
 from trace_rl.route.accuracy import accuracy_report, confusion_matrix, format_confusion, oracle_figures
 from trace_rl.route.stage import run_route
@@ -48,41 +48,6 @@ def test_oracle_figures_by_hand() -> None:
     result = accuracy_report(tasks, ["a", "b", BASE], outcomes=outcomes, samples=100)
     assert result.potential_rate == 0.5
     assert result.routed_pass1.value == 0.5 and result.oracle_pass1.value == 0.75
-
-
-def _adapter(run: RunDir, name: str) -> None:
-    folder = run.root / "adapters" / name
-    folder.mkdir(parents=True)
-    (folder / "adapter_config.json").write_text("{}")
-    atomic_write_json(folder / "train_config.json", {"config": {"model": "tiny"}})
-
-
-@pytest.fixture
-def library_run(tmp_path: Path) -> RunDir:
-    """Adapters for a synthesized library capability (`multi_step_completion`, envs/ folder) and for the
-    `lookup_answer` family stand-in (no envs/ folder)."""
-    from trace_rl.artifacts.environments import write_env_spec
-    from trace_rl.config.synthesize import SynthesizeConfig
-    from trace_rl.envs.registry import load_domain
-    from trace_rl.envs.synthetic import load_capability_env
-    from trace_rl.synthesize.evidence import Evidence
-    from trace_rl.synthesize.from_target import target_spec
-    from trace_rl.types import Capability
-
-    env_cfg = EnvConfig(name="library", options={"n_train": 20, "n_test": 10})
-    run = RunDir(tmp_path / "run")
-    cfg = TraceConfig(env=env_cfg, models={"policy": ModelConfig(kind="scripted")})
-    run.ensure(config=cfg.model_dump(mode="json"))
-    domain = load_domain("library", env_cfg)
-    cap = Capability(name="multi_step_completion", definition="Completing every one of several requested changes.")
-    evidence = Evidence(cap, tasks=[t for t in domain.tasks("train") if t.metadata["family"] == "multi_step"][:2])
-    spec, why = target_spec(evidence, cap.name, env_cfg, domain, SynthesizeConfig(train_seeds=12, test_seeds=6))
-    assert spec is not None, why
-    write_env_spec(run.env(cap.name), spec)
-    assert load_capability_env(run.root / "envs" / cap.name).tasks("test")
-    for name in ("lookup_answer", "multi_step_completion"):
-        _adapter(run, name)
-    return run
 
 
 def _cfg(run: RunDir) -> TraceConfig:

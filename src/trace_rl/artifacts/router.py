@@ -47,6 +47,11 @@ class RouterSpec(BaseModel):
     base_model: str = Field(description="The frozen base model the classifier runs on (folder, alias or served name).")
     options: list[RouteOption] = Field(description="Capabilities first, the base label last.")
     prompt: PromptConfig = Field(default_factory=PromptConfig)
+    bias: dict[str, float] = Field(
+        default_factory=dict,
+        description="label -> offset added to its score before the argmax (routing/bias.py); empty: none.",
+    )
+    calibration: str = Field("none", description="How `bias` was set: none, content_free or fitted.")
     created_at: float = 0.0
     provenance: dict[str, object] = Field(
         default_factory=dict, description="Where descriptions and examples came from."
@@ -62,6 +67,8 @@ class RouterSpec(BaseModel):
             raise ValueError("labels and option names must be unique")
         if any(not o.label.strip() or len(o.label) > 3 for o in self.options):
             raise ValueError("labels must be short single tokens such as A, B, C")
+        if unknown := sorted(set(self.bias) - set(labels)):
+            raise ValueError(f"bias for unknown labels {unknown}")
         return self
 
     @property

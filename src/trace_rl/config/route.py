@@ -6,6 +6,8 @@ imports nothing above it; `routing/` imports it from here.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from trace_rl.config.base import Section
@@ -37,6 +39,13 @@ class RouteConfig(Section):
     split: str = Field("test", description="Held-out split of each capability environment.")
     tasks_per_env: int | None = Field(20, ge=1, description="Held-out tasks per capability environment (None: all).")
     prompt: PromptConfig = Field(default_factory=PromptConfig)
+    calibration: Literal["none", "content_free", "fitted"] = Field(
+        "none",
+        description="Per-label offsets for the label scores (routing/bias.py): none (the paper's router), "
+        "content_free (contextual calibration on an 'N/A' message) or fitted (on the capability environments' train "
+        "tasks and the target tasks the base model solved in the rollout, never the held-out ones).",
+    )
+    fit_tasks: int = Field(20, ge=1, description="With calibration: fitted, openings per option to fit on, at most.")
     example_chars: int = Field(600, ge=0, description="Characters of the example trajectory per option.")
     user: str | None = Field(None, description="User simulator for the first message ('scripted' default, or a model).")
     oracle_trials: int = Field(

@@ -246,9 +246,10 @@ def held_out_set(run: RunDir, name: str, split: str, limit: int | None) -> HeldO
         return HeldOutSet(name, env.name, env, tasks[:limit] if limit else tasks, source=str(folder))
     if name in FAMILIES:
         fam = library_family_env(name)
-        seeds = list(fam.test_seeds or [])
+        which = "train" if split == "train" else "test"
+        seeds = list((fam.train_seeds if which == "train" else fam.test_seeds) or [])
         tasks = [fam.make_task(s) for s in (seeds[:limit] if limit else seeds)]
-        return HeldOutSet(name, f"library:{name}", fam.domain, tasks, source=f"library family {name} (test seeds)")
+        return HeldOutSet(name, f"library:{name}", fam.domain, tasks, source=f"library family {name} ({which} seeds)")
     raise UserError(f"capability '{name}': no environment in {folder} to draw held-out tasks from")
 
 

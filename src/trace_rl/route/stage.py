@@ -32,6 +32,7 @@ from trace_rl.route.accuracy import (
     route_held_out,
     task_key,
 )
+from trace_rl.route.fit import calibrate_router
 from trace_rl.routing.policy import model_label, policy_model, policy_sampling
 from trace_rl.routing.router import Router, make_router, router_factory
 from trace_rl.routing.spec import spec_from_run
@@ -149,6 +150,17 @@ def run_route(
         user_client = clients[user_name] if user_name else None
         stage_cfg = {**rcfg.model_dump(mode="json"), "policy": label}
         with run.stage(STAGE, stage_cfg, command=command) as record:
+            calibration: dict[str, object] = {"calibration": "none"}
+            if rcfg.calibration != "none":
+                system = sets[0].domain.system_prompt() if hasattr(sets[0].domain, "system_prompt") else None
+                fit = calibrate_router(
+                    run, active, rcfg.calibration, fit_tasks=rcfg.fit_tasks, system=system, user_client=user_client
+                )
+                spec = fit.spec
+                write_router(run, spec)
+                warnings = [*warnings, *fit.warnings]
+                calibration = fit.details
+                echo(f"router offsets ({spec.calibration}): {_offsets(spec)}")
             per_task = route_held_out(active, sets, spec=spec, user_client=user_client)
             outcomes = None
             if rcfg.oracle_trials > 0:
@@ -176,6 +188,7 @@ def run_route(
                     "warnings": warnings,
                     "user": user_name or "scripted",
                     "first_message_only": True,
+                    "calibration": calibration,
                 },
             )
             result.save(run.accuracy)
@@ -188,6 +201,10 @@ def run_route(
     finally:
         asyncio.run(clients.aclose())
     return result
+
+
+def _offsets(spec: RouterSpec) -> str:
+    return ", ".join(f"{spec.name_of(label)} {value:+.3f}" for label, value in spec.bias.items())
 
 
 def _pct(x: float | None) -> str:

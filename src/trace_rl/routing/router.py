@@ -32,6 +32,7 @@ from trace_rl.artifacts.router import BASE, RouterSpec
 from trace_rl.config import ModelConfig
 from trace_rl.errors import InfraError, UserError
 from trace_rl.models.chat_format import to_openai_messages
+from trace_rl.routing.bias import apply_bias
 from trace_rl.routing.prompt import routing_messages
 from trace_rl.types import Message
 
@@ -221,7 +222,8 @@ class ServerChoiceScorer:
 
 
 class LabelLogitRouter:
-    """TRACE's router: argmax over the label tokens' next-token scores under the frozen base model."""
+    """TRACE's router: argmax over the label tokens' next-token scores under the frozen base model, plus the spec's
+    per-label offsets when it has them (`routing/bias.py`)."""
 
     def __init__(self, spec: RouterSpec, scorer: LabelScorer) -> None:
         self.spec = spec
@@ -238,8 +240,14 @@ class LabelLogitRouter:
     def messages(self, first_user_message: str, system: str | None = None) -> list[Message]:
         return routing_messages(self.spec, first_user_message, system)
 
+    def raw_scores(self, first_user_message: str, system: str | None = None) -> dict[str, float]:
+        """The scorer's label scores, before the spec's offsets."""
+        return self.scorer.scores(self.messages(first_user_message, system), self.spec.labels)
+
     def decide(self, first_user_message: str, system: str | None = None) -> RouteDecision:
-        scores = self.scorer.scores(self.messages(first_user_message, system), self.spec.labels)
+        scores = self.raw_scores(first_user_message, system)
+        if self.spec.bias:
+            scores = apply_bias(scores, self.spec.bias)
         label = max(self.spec.labels, key=lambda lab: scores[lab])  # ties: the earlier label
         return RouteDecision(name=self.spec.name_of(label), label=label, scores=scores)
 
