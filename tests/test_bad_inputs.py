@@ -400,6 +400,7 @@ BAD: list[Bad] = [
     Bad("train-capability-unknown", on_run("train", "--run", "{RUN}", "--capability", "nope"), "nope"),
     Bad("train-num-generations-zero", on_run("train", "--run", "{RUN}", "--num-generations", "0"), "num_generations"),
     Bad("route-tasks-zero", on_run("route", "--run", "{RUN}", "--tasks", "0"), "tasks_per_env"),
+    Bad("route-calibration-unknown", on_run("route", "--run", "{RUN}", "--calibration", "often"), "calibration"),
     Bad("evaluate-trials-zero", on_run("evaluate", "--run", "{RUN}", "--trials", "0"), "trials"),
     Bad("evaluate-trials-huge", on_run("evaluate", "--run", "{RUN}", "--trials", "1000000"), "trials"),
     Bad("evaluate-arm-unknown", on_run("evaluate", "--run", "{RUN}", "--arms", "base,magic"), "magic"),

@@ -3,6 +3,7 @@ held-out tasks of every capability environment (registered by cli/app.py).
 
     trace-rl route --run runs/demo                         # router.json + accuracy.json (confusion matrix, base rate)
     trace-rl route --run runs/demo --tasks 40 --oracle-trials 2   # + potential rate, routed vs oracle pass^1
+    trace-rl route --run runs/demo --calibration fitted           # label offsets fitted on train-side openings
 
 The command maps its flags onto the `route` section (`RouteConfig`) of `--config`, else of the config recorded in the
 run's manifest, and calls the route stage (`route/stage.py`).
@@ -40,6 +41,10 @@ def route_command(
     include_system: Annotated[
         bool, typer.Option("--include-system", help="Show the agent's system prompt excerpt to the classifier.")
     ] = False,
+    calibration: Annotated[
+        str | None,
+        typer.Option("--calibration", help="Label offsets: none, content_free or fitted (routing/bias.py)."),
+    ] = None,
 ) -> None:
     """Build the label-logit router and measure its accuracy on held-out capability tasks (stage 4)."""
     from trace_rl.route.stage import ROUTE
@@ -54,6 +59,7 @@ def route_command(
         "route.user": user_model,
         "route.oracle_trials": oracle_trials,
         "route.prompt.include_system": include_system or None,
+        "route.calibration": calibration,
     }
     cfg = load_run_config(run_dir, config, overrides)
     run_stage(ROUTE, StageContext(cfg, run_dir, command=command_line(ctx), echo=typer.echo))
