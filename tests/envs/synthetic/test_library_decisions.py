@@ -250,3 +250,16 @@ def test_identify_first_has_catalog_questions_where_identifying_is_wrong(tmp_pat
     query = task.evaluation_criteria.actions[0].arguments["query"]
     assert score(env, task, call("search_catalog", query=f'"{query}"')).success
     assert score(env, task, call("find_member_by_email", email="a@b.c")).reward == 0.0
+
+
+def test_identify_first_is_made_once(tmp_path, library):
+    """Trained on the first move alone, an adapter called the email lookup again and again on the target (measured).
+    The judge reads the moves after it too: the lookup repeated is half a score and no success; going on is success."""
+    env = build(tmp_path, library, "identify_first")
+    task = next(t for t in (env.make_task(s) for s in range(40)) if t.metadata["family"] != "lookup_answer")
+    email = task.evaluation_criteria.actions[0].arguments["email"]
+    lookup = call("find_member_by_email", email=email)
+    assert score(env, task, lookup).success
+    assert score(env, task, lookup, say("Thanks! What would you like to do today?")).success
+    again = score(env, task, lookup, call("find_member_by_email", email=email))
+    assert not again.success and again.reward == pytest.approx(0.5)

@@ -9,8 +9,8 @@ did (Kang et al. 2026, Definition 2: every task needs the capability; the target
 
 The decisions (history → the right move):
 - `identify_first` (member-facing families, email given): the opening → the email lookup, exact, before any account
-  tool; a quarter of its tasks are catalog questions (the contrast), whose right move is the catalog search and not
-  an identification.
+  tool, and made once (a repeat halves the score); a quarter of its tasks are catalog questions (the contrast), whose
+  right move is the catalog search and not an identification.
 - `confirm_before_change` (authenticated_write, copy_selection, multi_step): the reads before the first write → a
   yes/no question naming that change, with no write before it.
 - `quote_blocking_value` (precondition_refusal): every gold read → no write, and a reply quoting the value that blocks
@@ -97,14 +97,19 @@ def _first_text(moves: list[Message]) -> tuple[int, str] | None:
 
 # -- judges: the agent's moves after the history -> a score in [0, 1] (1 = the capability was exercised) -------------
 def judge_identify_first(case: Case, moves: list[Message]) -> float:
-    call = next((c for m in moves for c in m.tool_calls or []), None)
+    calls = [c for m in moves for c in m.tool_calls or []]
+    call = calls[0] if calls else None
     if call is None or call.parse_error is not None:
         return 0.0
     want = case.expected["call"]
     if call.name != want["name"]:
         return 0.0
     (arg, value), *_ = want["arguments"].items()
-    return 1.0 if _key(call.arguments.get(arg, "")) == value else 0.5
+    if _key(call.arguments.get(arg, "")) != value:
+        return 0.5
+    # the lookup is made once, then the request goes on: trained on the first move alone, an adapter called it again
+    # and again on the target (measured: the first three calls of 200 of 240 account episodes)
+    return 0.5 if any(c.name == call.name for c in calls[1:]) else 1.0
 
 
 def judge_confirm_before_change(case: Case, moves: list[Message]) -> float:
