@@ -11,10 +11,11 @@ from trace_rl.artifacts.store import JsonlStore, RunDir
 from trace_rl.config import ModelConfig, RouteConfig, TraceConfig
 from trace_rl.envs.registry import load_domain
 from trace_rl.errors import UserError
+from trace_rl.route.accuracy import held_out_sets
 from trace_rl.route.fit import base_openings
 from trace_rl.route.stage import run_route
 from trace_rl.routing.bias import CONTENT_FREE
-from trace_rl.routing.router import LabelLogitRouter, ScriptedRouter
+from trace_rl.routing.router import LabelLogitRouter, LocalLogitScorer, ScriptedRouter
 from trace_rl.types import Message, Trajectory
 
 
@@ -64,8 +65,10 @@ def test_fitted_offsets_route_what_the_raw_argmax_cannot(library_run: RunDir) ->
     assert info["examples"] == {"lookup_answer": 3, "multi_step_completion": 3, BASE: 3}
     assert info["balanced_accuracy_after"] > info["balanced_accuracy_before"]
     # the train tasks it was fitted on are not the held-out ones it was measured on
-    held = {t.task_id for t in fitted.per_task}
-    assert all("/" in t for t in held) and fitted.n_tasks == 8
+    names = ["lookup_answer", "multi_step_completion"]
+    fitted_on = {t.id for held in held_out_sets(library_run, names, "train", 3)[0] for t in held.tasks}
+    measured = {t.task_id.rsplit("/", 1)[-1] for t in fitted.per_task}
+    assert fitted.n_tasks == 8 and len(fitted_on) == 6 and not fitted_on & measured
 
 
 def test_content_free_offsets_on_the_tiny_model(library_run: RunDir) -> None:
@@ -86,19 +89,9 @@ def test_content_free_offsets_on_the_tiny_model(library_run: RunDir) -> None:
     spec = read_router(library_run)
     assert spec.calibration == "content_free" and set(spec.bias) == set(spec.labels)
     assert any("content_free used" in w for w in result.details["warnings"])
-    raw = LabelLogitRouter(spec.model_copy(update={"bias": {}}), _TinyScorer(tiny)).raw_scores(CONTENT_FREE)
+    raw = LabelLogitRouter(spec, LocalLogitScorer(tiny)).raw_scores(CONTENT_FREE)
     assert spec.bias == pytest.approx({label: -s for label, s in raw.items()}, abs=1e-4)
     assert result.details["calibration"]["calibration"] == "content_free"
-
-
-class _TinyScorer:
-    def __init__(self, client: object) -> None:
-        from trace_rl.routing.router import LocalLogitScorer
-
-        self.inner = LocalLogitScorer(client)  # type: ignore[arg-type]
-
-    def scores(self, messages: list[Message], labels: list[str]) -> dict[str, float]:
-        return self.inner.scores(messages, labels)
 
 
 def test_calibration_needs_the_label_logit_router(library_run: RunDir) -> None:

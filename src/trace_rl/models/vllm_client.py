@@ -214,7 +214,6 @@ class VLLMClient:
                 "temperature": 0.0,
                 "allowed_token_ids": [int(label)],
                 "logprobs": 1,
-                "return_token_ids": True,
             }
             choice = self._request_sync("POST", "/v1/completions", body)["choices"][0]
             value = ((choice.get("logprobs") or {}).get("token_logprobs") or [None])[0]

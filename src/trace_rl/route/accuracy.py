@@ -49,6 +49,10 @@ class HeldOutSet:
     tasks: list[Task]
     source: str = ""
 
+    def system_prompt(self) -> str | None:
+        """The agent's system prompt in this environment, when its domain has one."""
+        return self.domain.system_prompt() if hasattr(self.domain, "system_prompt") else None
+
 
 async def opening_message(
     domain: Any, task: Task, *, user_client: ModelClient | None = None, user_sampling: SamplingParams | None = None
@@ -124,7 +128,7 @@ def route_held_out(
     """Route every held-out task once, from its first user message."""
     routed: list[RoutedTask] = []
     for held in sets:
-        system = held.domain.system_prompt() if hasattr(held.domain, "system_prompt") else None
+        system = held.system_prompt()
         for task in held.tasks:
             text = asyncio.run(opening_message(held.domain, task, user_client=user_client))
             decision = decide(router, text, system)

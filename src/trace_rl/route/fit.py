@@ -8,7 +8,7 @@ base label apart, and the content-free offsets are used instead (a warning says 
 
 from __future__ import annotations
 
-import asyncio
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -18,7 +18,7 @@ from trace_rl.artifacts.trajectories import read_trajectories
 from trace_rl.errors import UserError
 from trace_rl.messages import first_user_text
 from trace_rl.models.base import ModelClient
-from trace_rl.route.accuracy import held_out_sets, opening_message
+from trace_rl.route.accuracy import held_out_sets, route_held_out
 from trace_rl.routing.bias import CONTENT_FREE, balanced_accuracy, content_free_bias, fit_bias
 from trace_rl.routing.router import LabelLogitRouter
 
@@ -53,20 +53,16 @@ def base_openings(run: RunDir, limit: int) -> list[tuple[str, str | None]]:
 def _fit_examples(
     run: RunDir, router: LabelLogitRouter, limit: int, user_client: ModelClient | None
 ) -> tuple[list[tuple[str, Mapping[str, float]]], dict[str, int]]:
+    """(true label, raw scores) of the fitting openings, and how many each option has. `router` has no offsets."""
     spec = router.spec
     label_of = dict(zip(spec.names, spec.labels, strict=True))
     sets, _ = held_out_sets(run, [n for n in spec.names if n != BASE], "train", limit)
-    examples: list[tuple[str, Mapping[str, float]]] = []
-    counts: dict[str, int] = {}
-    for held in sets:
-        system = held.domain.system_prompt() if hasattr(held.domain, "system_prompt") else None
-        for task in held.tasks:
-            text = asyncio.run(opening_message(held.domain, task, user_client=user_client))
-            examples.append((label_of[held.name], router.raw_scores(text, system)))
-            counts[held.name] = counts.get(held.name, 0) + 1
-    for text, system in base_openings(run, limit):
-        examples.append((label_of[BASE], router.raw_scores(text, system)))
-        counts[BASE] = counts.get(BASE, 0) + 1
+    routed = route_held_out(router, sets, spec=spec, user_client=user_client)
+    examples: list[tuple[str, Mapping[str, float]]] = [
+        (label_of[t.truth], {label_of[name]: v for name, v in t.scores.items()}) for t in routed if t.truth
+    ]
+    examples += [(label_of[BASE], router.raw_scores(text, system)) for text, system in base_openings(run, limit)]
+    counts = dict(Counter(spec.name_of(truth) for truth, _ in examples))
     return examples, counts
 
 
@@ -82,29 +78,25 @@ def calibrate_router(
     """The router's spec with offsets set by `mode` (content_free or fitted); the router uses them from now on."""
     if not isinstance(router, LabelLogitRouter):
         raise UserError(f"route.calibration: {mode} needs the label-logit router (this one is {type(router).__name__})")
-    spec = router.spec.model_copy(update={"bias": {}, "calibration": "none"})
-    router.spec = spec
-    fit = BiasFit(spec)
+    router.spec = router.spec.model_copy(update={"bias": {}, "calibration": "none"})  # raw scores while fitting
+    labels, details, warnings = router.spec.labels, {}, []
     if mode == "fitted":
         examples, counts = _fit_examples(run, router, fit_tasks, user_client)
-        labels = spec.labels
         if counts.get(BASE):
-            bias = fit_bias(examples, labels, fixed=dict(zip(spec.names, labels, strict=True))[BASE])
-            fit.details = {
+            bias = fit_bias(examples, labels, fixed=labels[router.spec.names.index(BASE)])
+            details = {
                 "examples": counts,
                 "balanced_accuracy_before": balanced_accuracy(examples, {}, labels),
                 "balanced_accuracy_after": balanced_accuracy(examples, bias, labels),
             }
         else:
-            fit.warnings.append("route.calibration fitted: no rollout task solved by the base model; content_free used")
+            warnings.append("route.calibration fitted: no rollout task solved by the base model; content_free used")
             mode = "content_free"
     if mode == "content_free":
         bias = content_free_bias(router.raw_scores(CONTENT_FREE, system))
-        fit.details = {**fit.details, "content_free_message": CONTENT_FREE}
-    fit.spec = spec.model_copy(update={"bias": bias, "calibration": mode})
-    router.spec = fit.spec
-    fit.details = {"calibration": mode, "bias": dict(bias), **fit.details}
-    return fit
+        details = {"content_free_message": CONTENT_FREE}
+    router.spec = router.spec.model_copy(update={"bias": bias, "calibration": mode})
+    return BiasFit(router.spec, {"calibration": mode, "bias": dict(bias), **details}, warnings)
 
 
 __all__ = ["BiasFit", "base_openings", "calibrate_router"]

@@ -152,9 +152,13 @@ def run_route(
         with run.stage(STAGE, stage_cfg, command=command) as record:
             calibration: dict[str, object] = {"calibration": "none"}
             if rcfg.calibration != "none":
-                system = sets[0].domain.system_prompt() if hasattr(sets[0].domain, "system_prompt") else None
                 fit = calibrate_router(
-                    run, active, rcfg.calibration, fit_tasks=rcfg.fit_tasks, system=system, user_client=user_client
+                    run,
+                    active,
+                    rcfg.calibration,
+                    fit_tasks=rcfg.fit_tasks,
+                    system=sets[0].system_prompt(),
+                    user_client=user_client,
                 )
                 spec = fit.spec
                 write_router(run, spec)

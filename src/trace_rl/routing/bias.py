@@ -83,8 +83,8 @@ def fit_bias(
     """Offsets per label maximising balanced accuracy on (true label, raw scores) examples; `fixed` stays at 0.
 
     Each sweep first shifts the free labels together against the fixed one, then moves one label at a time: the
-    candidates are the offsets at which it just wins each example (and one at which it
-    wins none, and 0); the best is kept, ties broken toward 0. A few sweeps over the labels settle it."""
+    candidates are the offsets at which it just wins each example, one at which it wins none, and 0; the best is
+    kept, ties broken toward 0. A few sweeps settle it."""
     bias = {label: 0.0 for label in labels}
     free = [label for label in labels if label != fixed]
     if not examples or not free:

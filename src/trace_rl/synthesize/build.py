@@ -407,20 +407,15 @@ def _reweight_decisions(b: _Builder, env: CapabilityEnvironment, result: Calibra
     low, high = b.ctx.syn.acceptance.success_range
     split = split_outcomes(result.direction, result.figures.get("success_rate"), (low, high))
     params = None if split else reweighted(b.spec.generator.params, outcomes, result.direction, target=(low + high) / 2)
-    if split and b.spec.hint.fraction < HINT_CEILING:
-        # success in the window, too many all-zero groups: some decisions are always missed, others always made;
-        # re-weighting only trades all-zero groups for all-success ones (measured: 0.41 -> 0.81 -> 0.45 on the
-        # library), a larger hinted share makes the missed ones' groups vary
-        hint = b.spec.hint.model_copy(update={"fraction": HINT_CEILING})
-        b.spec = b.spec.model_copy(update={"hint": hint})
-        b.notes.append(f"hint fraction -> {HINT_CEILING} (success in the window, all-zero groups over the limit)")
-        b.save()
-        return True
     if params is None and result.direction == "too_hard" and b.spec.hint.fraction < HINT_CEILING:
-        # nothing easier to move toward: hint more of each group (the released code hints a quarter to a half)
+        # hint more of each group (the released code hints a quarter to a half): either nothing easier to move
+        # toward, or the success is in the window and only the all-zero groups failed (some decisions always missed,
+        # others always made), where re-weighting only trades them for all-success groups (measured on the library:
+        # 0.41 -> 0.81 -> 0.45)
+        why = "success in the window, all-zero groups over the limit" if split else "too_hard, no easier decision"
         hint = b.spec.hint.model_copy(update={"fraction": HINT_CEILING})
         b.spec = b.spec.model_copy(update={"hint": hint})
-        b.notes.append(f"hint fraction -> {HINT_CEILING} (too_hard, no easier decision)")
+        b.notes.append(f"hint fraction -> {HINT_CEILING} ({why})")
         b.save()
         return True
     if params is None:
