@@ -214,6 +214,7 @@ BAD: list[Bad] = [
     Bad("config-env-max-steps-negative", cfg("env: {max_steps: -3}\n"), "env.max_steps"),
     Bad("config-env-max-errors-negative", cfg("env: {max_errors: -1}\n"), "env.max_errors"),
     Bad("config-env-task-set", cfg("env: {task_set: v9}\n"), "env.task_set"),
+    Bad("config-env-library-prompt-unknown", cfg("env: {name: library, options: {prompt: v9}}\n"), "unknown prompt"),
     Bad("config-rollout-trials-zero", cfg("rollout: {trials: 0}\n"), "rollout.trials"),
     Bad("config-rollout-trials-huge", cfg("rollout: {trials: 1000000}\n"), "rollout.trials"),
     Bad("config-rollout-temperature-nan", cfg("rollout: {temperature: .nan}\n"), "rollout.temperature"),

@@ -9,7 +9,15 @@ import json
 
 from trace_rl.engine.text_driver import domain_agent
 from trace_rl.envs.library import PROMPT_VERSION, LibraryDomain, system_prompt
-from trace_rl.envs.library.prompt import WORKED_EXAMPLES, example_messages, policy_text, prompt_sha, worked_example_text
+from trace_rl.envs.library.prompt import (
+    PROMPT_EXAMPLES,
+    WORKED_EXAMPLES,
+    Exchange,
+    example_messages,
+    policy_text,
+    prompt_sha,
+    worked_example_text,
+)
 from trace_rl.envs.library.tools import LibraryTools
 from trace_rl.envs.library.world import world
 from trace_rl.models.base import ModelResponse
@@ -38,7 +46,7 @@ def test_worked_examples_are_real_exchanges():
     messages = example_messages()
     assert [m.role for m in messages].count("user") == len(WORKED_EXAMPLES) >= 3
     for example in WORKED_EXAMPLES:
-        for name, arguments, _ in example.steps:
+        for name, arguments, _ in example.calls():
             assert name in LibraryTools.tool_methods()
             assert set(arguments) <= set(inspect.signature(LibraryTools.tool_methods()[name]).parameters)
     # every call is followed by its result; every exchange ends with an answer quoting its last result
@@ -59,6 +67,41 @@ def test_worked_examples_use_ids_the_worlds_never_generate(domain: LibraryDomain
     for seed in sorted({int(t.metadata.get("world_seed", 0)) for t in domain.tasks("test")})[:5]:
         db = world(seed)
         assert not {"B090", "B091", "B092"} & set(db.books) and "M0410" not in db.members
+
+
+def test_prompt_v3_adds_a_renewal_with_its_confirmation_and_is_recorded():
+    domain = LibraryDomain({"prompt": "library-agent-v3"})
+    assert domain.prompt_version == "library-agent-v3"
+    assert domain.prompt_record() == {
+        "prompt_version": "library-agent-v3",
+        "prompt_sha": prompt_sha("library-agent-v3"),
+    }
+    assert prompt_sha("library-agent-v3") != prompt_sha()
+    v2, v3 = example_messages(), domain.example_messages()
+    # the renewal goes between the third example and the last lookup
+    assert v3[: len(v2) - 4] == v2[:-4] and [m.content for m in v3[-4:]] == [m.content for m in v2[-4:]]
+    assert [type(s) is Exchange for s in PROMPT_EXAMPLES["library-agent-v3"][3].steps] == [False, False, True, False]
+    # the confirmation is a text turn and the yes a member turn, between the record read and the write
+    roles = [(m.role, bool(m.tool_calls)) for m in v3[len(v2) - 4 : -4]]
+    assert roles == [
+        ("user", False),
+        ("assistant", True),
+        ("tool", False),
+        ("assistant", True),
+        ("tool", False),
+        ("assistant", False),
+        ("user", False),
+        ("assistant", True),
+        ("tool", False),
+        ("assistant", False),
+    ]
+    for name, arguments, _ in PROMPT_EXAMPLES["library-agent-v3"][3].calls():
+        assert set(arguments) <= set(inspect.signature(LibraryTools.tool_methods()[name]).parameters)
+    text = worked_example_text("library-agent-v3")
+    assert "agent: I will renew your loan" in text and "member: Yes, please go ahead." in text
+    for seed in sorted({int(t.metadata.get("world_seed", 0)) for t in domain.tasks("test")})[:5]:
+        db = world(seed)  # the renewal's ids are made up too
+        assert "M0522" not in db.members and "B093" not in db.books
 
 
 class Recorder:

@@ -2,7 +2,8 @@
 
 Each task has its own world: `LibraryEnvironment.pristine_dbs(task)` regenerates (cached) the world of the task's
 `metadata["world_seed"]`, and the task's initial state deep-merges the scenario patch over it. Splits are drawn from
-disjoint seed ranges (`splits.py`). Options (`EnvConfig.options`): n_train, n_test, seed, families.
+disjoint seed ranges (`splits.py`). Options (`EnvConfig.options`): n_train, n_test, seed, train_start, test_start,
+families, prompt (the prompt's version).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from trace_rl.envs.base import ToolkitEnvironment
 from trace_rl.envs.library.data_model import LibraryDB
 from trace_rl.envs.library.families import CAPABILITY_TYPES, FAMILIES, make_task
-from trace_rl.envs.library.prompt import PROMPT_VERSION, example_messages, policy_text, prompt_sha, system_prompt
+from trace_rl.envs.library.prompt import example_messages, policy_text, prompt_sha, system_prompt
 from trace_rl.envs.library.splits import SplitOptions, fresh_train_seeds, split_seeds
 from trace_rl.envs.library.tools import LibraryTools
 from trace_rl.envs.library.user import LibraryScriptedUser
@@ -48,12 +49,15 @@ class LibraryDomain:
 
     name = NAME
     prompt_lists_tools = True  # system_prompt() lists the tools: clients need no schema listing
-    prompt_version = PROMPT_VERSION
     families = FAMILIES
     capability_types = CAPABILITY_TYPES
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = SplitOptions.model_validate(options or {})
+
+    @property
+    def prompt_version(self) -> str:
+        return self.options.prompt
 
     def splits(self) -> list[str]:
         return ["train", "test"]
@@ -84,11 +88,11 @@ class LibraryDomain:
 
     def example_messages(self) -> list[Message]:
         """The worked example turns that go between the system prompt and the conversation."""
-        return example_messages()
+        return example_messages(self.options.prompt)
 
     def prompt_record(self) -> dict[str, str]:
         """What to record with a run: the prompt's version and hash."""
-        return {"prompt_version": PROMPT_VERSION, "prompt_sha": prompt_sha()}
+        return {"prompt_version": self.options.prompt, "prompt_sha": prompt_sha(self.options.prompt)}
 
     def scripted_user(self, task: Task) -> LibraryScriptedUser:
         return LibraryScriptedUser.for_task(task)

@@ -13,6 +13,12 @@ as examples, 8 of 8 were the exact gold call, with or without the policy in the 
 by email, then read the record) gives the member-facing families a pattern to start from; it does not show a write,
 a confirmation or a refusal, so those stay for the agent to get from the policy.
 The agent gets them through `LibraryDomain.example_messages()` (`trace_rl.engine.prompt.domain_prompt`).
+
+`library-agent-v3` (the domain option `prompt`) adds a fifth example before the last lookup: a renewal, with the
+identification, the record read, the confirmation question and the member's yes, the write and its result. It was
+meant to bring the member-facing families within copying distance of the base model (issue #18). Measured on the
+100 test tasks (SmolLM2-135M through vLLM, T = 0.3, 1 trial) it did worse than v2 (3 trials of the same tasks): 11.0 %
+against 14.3 %, lookups 55 % against 72 %, every account family still at 0. v2 stays the default.
 """
 
 from __future__ import annotations
@@ -32,13 +38,25 @@ from trace_rl.types import Message, ToolCall
 PROMPT_VERSION = "library-agent-v2"
 
 
+class Exchange(NamedTuple):
+    """A message to the member in the middle of an example, and the member's reply (a confirmation and its yes)."""
+
+    agent: str
+    member: str
+
+
 class WorkedExample(NamedTuple):
-    """One example exchange: the member's request, the agent's tool calls with their results, the agent's answer.
-    Its ids and titles are made up (the generated worlds use other ones)."""
+    """One example exchange: the member's request, the agent's tool calls with their results (and any exchange with
+    the member between them), the agent's answer. Its ids and titles are made up (the generated worlds use other
+    ones)."""
 
     request: str
-    steps: tuple[tuple[str, dict[str, Any], Any], ...]  # (tool, arguments, result)
+    steps: tuple[tuple[str, dict[str, Any], Any] | Exchange, ...]  # (tool, arguments, result) or an Exchange
     answer: str
+
+    def calls(self) -> list[tuple[str, dict[str, Any], Any]]:
+        """The example's tool calls, without its exchanges."""
+        return [step for step in self.steps if not isinstance(step, Exchange)]
 
 
 WORKED_EXAMPLES: tuple[WorkedExample, ...] = (
@@ -98,6 +116,43 @@ WORKED_EXAMPLES: tuple[WorkedExample, ...] = (
     ),
 )
 
+RENEWAL_EXAMPLE = WorkedExample(
+    'Hi! I\'d like to renew my loan of "Glass Orchard". My email is dana.kim3@mail.com.',
+    (
+        ("find_member_by_email", {"email": "dana.kim3@mail.com"}, "M0522"),
+        (
+            "get_member_details",
+            {"member_id": "M0522"},
+            {
+                "member_id": "M0522",
+                "name": "Dana Kim",
+                "email": "dana.kim3@mail.com",
+                "postcode": "40388",
+                "card_status": "active",
+                "fines": "0.00",
+                "loans": [
+                    {
+                        "copy_id": "C0931",
+                        "book_id": "B093",
+                        "title": "Glass Orchard",
+                        "due": "2025-03-18",
+                        "renewals": 0,
+                    }
+                ],
+                "holds": [],
+            },
+        ),
+        Exchange('I will renew your loan of "Glass Orchard" (copy C0931). Shall I go ahead?', "Yes, please go ahead."),
+        ("renew_loan", {"copy_id": "C0931"}, {"copy_id": "C0931", "title": "Glass Orchard", "due": "2025-04-08"}),
+    ),
+    'Done: "Glass Orchard" is renewed and now due back on 2025-04-08.',
+)
+PROMPT_EXAMPLES: dict[str, tuple[WorkedExample, ...]] = {
+    "library-agent-v2": WORKED_EXAMPLES,
+    "library-agent-v3": (*WORKED_EXAMPLES[:3], RENEWAL_EXAMPLE, WORKED_EXAMPLES[3]),
+}
+PROMPT_VERSIONS: tuple[str, ...] = tuple(PROMPT_EXAMPLES)
+
 INSTRUCTIONS = """\
 You are the circulation desk assistant of Elm Street Library. Today is {today}.
 Each turn, do one thing:
@@ -140,12 +195,18 @@ def system_prompt() -> str:
     )
 
 
-def example_messages() -> list[Message]:
-    """The worked examples, as the turns placed between the system prompt and the conversation (fresh copies)."""
+def example_messages(version: str = PROMPT_VERSION) -> list[Message]:
+    """The worked examples of prompt `version`, as the turns placed between the system prompt and the conversation
+    (fresh copies)."""
     messages: list[Message] = []
-    for n, example in enumerate(WORKED_EXAMPLES):
+    for n, example in enumerate(PROMPT_EXAMPLES[version]):
         messages.append(Message(role="user", content=example.request, example=True))
-        for k, (name, arguments, result) in enumerate(example.steps):
+        for k, step in enumerate(example.steps):
+            if isinstance(step, Exchange):
+                messages.append(Message(role="assistant", content=step.agent, example=True))
+                messages.append(Message(role="user", content=step.member, example=True))
+                continue
+            name, arguments, result = step
             call = ToolCall(id=f"example_{n}_{k}", name=name, arguments=dict(arguments))
             messages.append(Message(role="assistant", tool_calls=[call], example=True))
             messages.append(
@@ -155,18 +216,22 @@ def example_messages() -> list[Message]:
     return messages
 
 
-def worked_example_text() -> str:
-    """The worked examples as text (for reports and the README), one exchange per paragraph."""
+def worked_example_text(version: str = PROMPT_VERSION) -> str:
+    """The worked examples of prompt `version` as text (for reports and the README), one exchange per paragraph."""
     blocks = []
-    for example in WORKED_EXAMPLES:
+    for example in PROMPT_EXAMPLES[version]:
         lines = [f"member: {example.request}"]
-        for name, arguments, result in example.steps:
+        for step in example.steps:
+            if isinstance(step, Exchange):
+                lines += [f"agent: {step.agent}", f"member: {step.member}"]
+                continue
+            name, arguments, result = step
             lines += [f"agent: {json.dumps({'name': name, 'arguments': arguments})}", f"tool: {json.dumps(result)}"]
         blocks.append("\n".join([*lines, f"agent: {example.answer}"]))
     return "\n\n".join(blocks)
 
 
-def prompt_sha() -> str:
-    """sha256 (first 12 hex) of the system prompt and the example turns, recorded next to `PROMPT_VERSION`."""
-    examples = json.dumps([m.model_dump(mode="json") for m in example_messages()], sort_keys=True)
+def prompt_sha(version: str = PROMPT_VERSION) -> str:
+    """sha256 (first 12 hex) of the system prompt and the example turns of `version`, recorded next to it."""
+    examples = json.dumps([m.model_dump(mode="json") for m in example_messages(version)], sort_keys=True)
     return hashlib.sha256((system_prompt() + "\n" + examples).encode()).hexdigest()[:12]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from trace_rl.envs.library.families import FAMILIES
+from trace_rl.envs.library.prompt import PROMPT_VERSION, PROMPT_VERSIONS
 
 SPLIT_RANGE = 1_000_000
 SPLIT_OFFSET = {"train": 0, "test": SPLIT_RANGE}
@@ -31,6 +32,7 @@ class SplitOptions(BaseModel):
     train_start: int = Field(0, ge=0, lt=SPLIT_RANGE, description="First seed of the train split, in its range.")
     test_start: int = Field(0, ge=0, lt=SPLIT_RANGE, description="First seed of the test split, in its range.")
     families: list[str] = Field(default_factory=lambda: list(FAMILIES), min_length=1)
+    prompt: str = Field(PROMPT_VERSION, description="The agent prompt's version (its worked examples).")
 
     @model_validator(mode="after")
     def _inside(self) -> SplitOptions:
@@ -41,6 +43,13 @@ class SplitOptions(BaseModel):
                     f"{split}_start + n_{split} = {start + n} leaves the {split} range ({SPLIT_RANGE:,} seeds)"
                 )
         return self
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_known(cls, value: str) -> str:
+        if value not in PROMPT_VERSIONS:
+            raise ValueError(f"unknown prompt '{value}' (known: {', '.join(PROMPT_VERSIONS)})")
+        return value
 
     @field_validator("families")
     @classmethod
