@@ -80,3 +80,61 @@ def test_template_phrases_are_not_leaks_but_a_test_tasks_own_words_are():
     fresh = [make_task("copy_selection", s) for s in fresh_train_seeds(30, start=5_000)]
     hits = [h for t in fresh for h in index.check_text(t.metadata["user_script"]["opening"], t.id)]
     assert not [h for h in hits if h.kind == "phrase"]
+
+
+def test_collect_samples_through_the_given_adapter_and_records_it(tmp_path):
+    """Calibration's sampler plays one adapter when asked (the decision profile of trained adapters uses it)."""
+    import asyncio
+
+    from trace_rl.artifacts.environments import write_env_spec
+    from trace_rl.artifacts.layout import EnvLayout
+    from trace_rl.config.synthesize import SynthesizeConfig
+    from trace_rl.engine.episode import EpisodeLimits
+    from trace_rl.envs.synthetic import load_capability_env
+    from trace_rl.models.base import ModelResponse
+    from trace_rl.synthesize.calibrate import bounded, collect
+    from trace_rl.synthesize.evidence import Evidence
+    from trace_rl.synthesize.from_target import target_spec
+
+    from .synth_helpers import decision_move
+
+    cfg = EnvConfig(name="library", options={"n_train": 20, "n_test": 5})
+    domain = load_domain("library", cfg)
+    cap = Capability(name="answer_from_record", definition="Answering from the record that was just looked up.")
+    evidence = Evidence(cap, tasks=[t for t in domain.tasks("train") if t.metadata["family"] == "lookup_answer"][:3])
+    spec, why = target_spec(evidence, "structured_data_reasoning", cfg, domain, SynthesizeConfig(train_seeds=4))
+    assert spec is not None, why
+    spec.generator.params["decisions"] = {"answer_from_record": 1.0}
+    write_env_spec(EnvLayout(tmp_path / "env"), spec)
+    env = load_capability_env(tmp_path / "env", target=domain)
+
+    class Solver:
+        name = "solver"
+
+        def __init__(self) -> None:
+            self.adapters: list[str | None] = []
+            self.systems: set[str] = set()
+
+        async def chat(self, messages, tools=None, *, adapter=None, sampling=None) -> ModelResponse:
+            self.adapters.append(adapter)
+            self.systems.add(messages[0].content)
+            seed = (sampling.seed // 1000) // 1000
+            return ModelResponse(message=decision_move(env.make_task(seed), messages, solve=adapter == "cap"))
+
+        async def aclose(self) -> None:
+            return None
+
+    def run(adapter, hinted=False):
+        client = Solver()
+        limits = bounded(EpisodeLimits(max_steps=6), env.agent_turns)
+        kw = dict(seeds=[0, 1], samples=2, temperature=0.7, max_tokens=32, concurrency=2, limits=limits)
+        return client, asyncio.run(collect(env, client, adapter=adapter, hinted=hinted, **kw))
+
+    client, played = run("cap")
+    assert len(played) == 4 and all(r.success for r in played)
+    assert set(client.adapters) == {"cap"} and {r.trajectory.adapter for r in played} == {"cap"}
+    client, base = run(None)
+    assert set(client.adapters) == {None} and not any(r.success for r in base)
+    assert client.systems == {env.system_prompt(hinted=False)}
+    client, _ = run(None, hinted=True)  # the hint goes into every prompt, not a fraction of them
+    assert client.systems == {env.system_prompt(hinted=True)} and env.spec.hint.text in next(iter(client.systems))

@@ -180,7 +180,11 @@ async def collect(
     concurrency: int,
     limits: EpisodeLimits,
     model_name: str = "",
+    adapter: str | None = None,
+    hinted: bool = False,
 ) -> list[Rollout]:
+    """K samples of each seed's task with the policy (`adapter` on it, when given; the environment's hint in every
+    prompt when `hinted`); infra failures are dropped."""
     base = getattr(client, "cfg", None)
     sampling = SamplingParams(
         temperature=temperature,
@@ -188,7 +192,7 @@ async def collect(
         top_k=getattr(base, "top_k", 0),
         max_tokens=max_tokens or getattr(base, "max_tokens", 512),
     )
-    prompt = cap_env.system_prompt(hinted=False)
+    prompt = cap_env.system_prompt(hinted=hinted)
     gate = asyncio.Semaphore(concurrency)
 
     async def one(seed: int, k: int) -> Rollout | None:
@@ -196,7 +200,12 @@ async def collect(
             task = cap_env.make_task(seed)
             env = cap_env.make_env()
             agent = domain_agent(
-                cap_env, client, system_prompt=prompt, tools=cap_env.tool_schemas_for(task), sampling=sampling
+                cap_env,
+                client,
+                system_prompt=prompt,
+                tools=cap_env.tool_schemas_for(task),
+                sampling=sampling,
+                adapter=adapter,
             )
             spec = EpisodeSpec(
                 env=f"synthetic:{cap_env.name}",
@@ -204,6 +213,7 @@ async def collect(
                 trial=k,
                 seed=seed * 1000 + k,
                 model=model_name or client.name,
+                adapter=adapter,
                 capability=cap_env.name,
                 trajectory_id=f"synthetic:{cap_env.name}/calibration/{task.id}/{k}",
             )
