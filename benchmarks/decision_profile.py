@@ -31,16 +31,18 @@ import json
 import platform
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 from trace_rl.artifacts.environments import HintSpec, read_env_spec
 from trace_rl.artifacts.layout import EnvLayout
 from trace_rl.artifacts.store import RunDir, atomic_write_json, atomic_write_text
+from trace_rl.config import TraceConfig
 from trace_rl.engine.episode import EpisodeLimits
 from trace_rl.envs.synthetic import CapabilityEnvironment
 from trace_rl.envs.synthetic.library_decisions import DECISIONS, Case, agent_moves
+from trace_rl.errors import UserError
 from trace_rl.models.registry import build_clients
 from trace_rl.stage import load_run_config
 from trace_rl.stats import bootstrap_ci
@@ -58,7 +60,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--target-prompt", default=None, help="the library prompt version the agent gets (default: the run's)"
     )
-    p.add_argument("--decisions", nargs="*", default=list(DECISIONS), help="decisions to profile (default: all)")
+    p.add_argument(
+        "--decisions", nargs="*", default=list(DECISIONS), choices=list(DECISIONS), help="default: all of them"
+    )
     p.add_argument("--seeds", type=int, default=16, help="task seeds per decision (the spec's test split)")
     p.add_argument("--samples", type=int, default=4, help="samples per seed")
     p.add_argument("--temperature", type=float, default=0.3)
@@ -78,13 +82,10 @@ def decision_envs(
     specs = [(p, read_env_spec(EnvLayout(p))) for p in folders]
     specs = [(p, s) for p, s in specs if s.generator.kind == "library_decisions"]
     if not specs:
-        raise SystemExit(
+        raise UserError(
             f"{run.root}: no library_decisions environment under envs/" + (f" named {env_name}" * bool(env_name))
         )
     folder, spec = specs[0]
-    unknown = sorted(set(decisions) - set(DECISIONS))
-    if unknown:
-        raise SystemExit(f"unknown decisions {unknown} (known: {', '.join(DECISIONS)})")
     envs = {}
     for name in decisions:
         params = {**spec.generator.params, "decisions": {name: 1.0}, "moves": []}
@@ -117,8 +118,8 @@ def summarize(
         "successes": sum(r.success for r in rollouts),
         "success": sum(values) / len(values) if values else 0.0,
         "ci": list(bootstrap_ci(values)) if values else [0.0, 0.0],
-        "terminations": dict(sorted(_count(str(r.trajectory.termination) for r in rollouts).items())),
-        "first_moves": dict(sorted(_count(first_move(env, r) for r in rollouts).items(), key=lambda kv: -kv[1])[:6]),
+        "terminations": dict(sorted(Counter(str(r.trajectory.termination) for r in rollouts).items())),
+        "first_moves": dict(Counter(first_move(env, r) for r in rollouts).most_common(6)),
     }
     if base is not None:
         seeds = sorted(set(per_seed) & set(base))
@@ -136,17 +137,10 @@ def first_move(env: CapabilityEnvironment, rollout: Rollout) -> str:
     return calls[0].name if calls else "text"
 
 
-def _count(items: Any) -> dict[str, int]:
-    out: dict[str, int] = defaultdict(int)
-    for x in items:
-        out[x] += 1
-    return out
-
-
 def table(profile: dict[str, dict[str, dict[str, Any]]], arms: list[str]) -> str:
     head = "| decision | " + " | ".join(f"{a} success % [95% CI]" for a in arms)
     head += "".join(f" | Δ {a} (paired)" for a in arms[1:]) + " |"
-    lines = [head, "|" + "---|" * (1 + 2 * len(arms) - 1)]
+    lines = [head, "|" + "---|" * (2 * len(arms))]  # the decision, each arm's rate, each adapter's Δ
     for decision, by_arm in profile.items():
         cells = [f"{100 * r['success']:.1f} [{100 * r['ci'][0]:.1f}, {100 * r['ci'][1]:.1f}]" for r in by_arm.values()]
         for arm in arms[1:]:
@@ -156,13 +150,11 @@ def table(profile: dict[str, dict[str, dict[str, Any]]], arms: list[str]) -> str
     return "\n".join(lines) + "\n"
 
 
-async def profile_arms(args: argparse.Namespace, save: Any) -> dict[str, Any]:
+async def profile_arms(
+    args: argparse.Namespace, cfg: TraceConfig, envs: dict[str, CapabilityEnvironment], save: Any
+) -> dict[str, Any]:
     """Every decision × arm; `save(partial result)` after each, so a stopped run keeps what it measured."""
-    run = RunDir(args.run)
-    run.require()
-    cfg = load_run_config(run, None)
     syn = cfg.synthesize
-    envs = decision_envs(run, args.env, list(args.decisions), args.hint, args.target_prompt)
     clients = build_clients(cfg, [syn.policy])
     client = clients[syn.policy]
     arms: dict[str, tuple[str | None, bool]] = {"base": (None, False)}  # arm -> (adapter, hinted)
@@ -208,6 +200,14 @@ async def profile_arms(args: argparse.Namespace, save: Any) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    try:  # bad input: one line, exit 2, before anything is written
+        run = RunDir(args.run)
+        run.require()
+        cfg = load_run_config(run, None)
+        envs = decision_envs(run, args.env, list(args.decisions), args.hint, args.target_prompt)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     args.out.mkdir(parents=True, exist_ok=True)
     settings = {
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
     atomic_write_json(args.out / "settings.json", settings)
     started = time.perf_counter()
     result = asyncio.run(
-        profile_arms(args, lambda part: atomic_write_json(args.out / "profile.json", {**settings, **part}))
+        profile_arms(args, cfg, envs, lambda part: atomic_write_json(args.out / "profile.json", {**settings, **part}))
     )
     result["wall_s"] = round(time.perf_counter() - started, 1)
     atomic_write_json(args.out / "profile.json", {**settings, **result})
