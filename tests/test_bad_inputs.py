@@ -327,6 +327,16 @@ BAD: list[Bad] = [
     Bad("diagnose-analyst-unknown", on_run("diagnose", "--run", "{RUN}", "--analyst", "oracle9"), "oracle9"),
     Bad("diagnose-split-test", on_run("diagnose", "--run", "{RUN}", "--split", "test"), "test"),
     Bad(
+        "diagnose-probe-samples-zero",
+        on_run("diagnose", "--run", "{RUN}", "--analyst", "probe", "--probe-samples", "0"),
+        "probe.samples",
+    ),
+    Bad(
+        "diagnose-probe-no-decision-point",
+        on_run("diagnose", "--run", "{RUN}", "--analyst", "probe", "--probe-model", "scripted"),
+        "decision point",
+    ),
+    Bad(
         "diagnose-analyst-scripted-runs-out",
         lambda tmp, run: [
             "diagnose",

@@ -24,7 +24,18 @@ def diagnose_command(
         Path | None, typer.Option("--config", "-c", help="YAML config (sections diagnose, models).")
     ] = None,
     analyst: Annotated[
-        str | None, typer.Option("--analyst", help="'structural' (default, no LLM) or a model name / spec.")
+        str | None,
+        typer.Option(
+            "--analyst",
+            help="'structural' (default, no LLM), 'behavioral', 'probe' (samples the agent at each decision point) "
+            "or a model name / spec.",
+        ),
+    ] = None,
+    probe_model: Annotated[
+        str | None, typer.Option("--probe-model", help="The agent the probe samples (default: the rollout's policy).")
+    ] = None,
+    probe_samples: Annotated[
+        int | None, typer.Option("--probe-samples", help="Probe moves per decision point and task (default 4).")
     ] = None,
     n_runs: Annotated[
         int | None, typer.Option("--n-runs", help="Labeling runs N (default 10 LLM, 1 structural).")
@@ -76,6 +87,8 @@ def diagnose_command(
         "diagnose.seed": seed,
         "diagnose.context_tokens": context_tokens,
         "diagnose.max_tokens": max_tokens,
+        "diagnose.probe.policy": probe_model,
+        "diagnose.probe.samples": probe_samples,
     }
     cfg = load_run_config(run_dir, config, overrides)
     if show_prompts:
@@ -95,7 +108,7 @@ def _show_prompts(run_dir: RunDir, cfg: TraceConfig) -> None:
 
     section = cfg.diagnose
     client = None
-    if not section.is_deterministic:
+    if section.needs_analyst_model:
         name, model_cfg = model_from_spec(section.analyst, cfg)
         client = build_client(model_cfg, name=name)
     result = preview(run_dir, section, client)  # type: ignore[arg-type]  # None only with a no-LLM analyzer, which preview refuses

@@ -2,7 +2,8 @@
 
 Defaults follow TRACE §3.3 (ρ = 0.10, δ = 0.20, up to 10 candidates, K = 8 of N = 10 labeling runs). The structural
 and behavioral analyzers are deterministic, so their N runs would all agree: their default is N = 1, K = 1 (the same
-aggregation still runs).
+aggregation still runs). The probe analyzer (`analyst: probe`, settings in `probe`) samples the agent itself and
+averages `probe.samples` moves per label, so its default is N = 1 too.
 """
 
 from __future__ import annotations
@@ -15,7 +16,29 @@ from trace_rl.config.base import Section
 
 STRUCTURAL = "structural"
 BEHAVIORAL = "behavioral"
+PROBE = "probe"
 DETERMINISTIC = (STRUCTURAL, BEHAVIORAL)  # the analyzers that need no model
+NO_ANALYST_MODEL = (*DETERMINISTIC, PROBE)  # the analyzers that need no analyst model (the probe samples the agent)
+
+
+class ProbeConfig(Section):
+    """The probe analyzer (`diagnose/probe.py`): the agent's own move at each decision point of every diagnosed task."""
+
+    policy: str | None = Field(
+        None, description="The agent probed: a config `models` name or a spec; default: the rollout's policy."
+    )
+    adapter: str | None = Field(None, description="A LoRA adapter (its served name) on the probed policy.")
+    samples: int = Field(4, ge=1, description="Moves sampled at each decision point of each task.")
+    temperature: float | None = Field(None, ge=0.0, description="Sampling temperature (default: the policy's).")
+    max_tokens: int | None = Field(None, ge=1, description="Tokens per agent turn (default: the policy's).")
+    max_steps: int = Field(6, ge=1, description="Steps of one probe episode (the move is judged on the first turns).")
+    max_errors: int = Field(3, ge=1, description="Tool errors that end a probe episode.")
+    threshold: float = Field(
+        0.5, ge=0.0, le=1.0, description="A decision is LACKING when fewer than this share of its moves are right."
+    )
+    concurrency: int = Field(16, ge=1, description="Probe episodes in flight.")
+
+
 PAPER_N_RUNS = 10
 PAPER_K_FRACTION = 0.8  # K = 8 of N = 10
 
@@ -27,8 +50,10 @@ class DiagnoseConfig(Section):
         STRUCTURAL,
         description="'structural' (reference-guided, no LLM; needs tasks with gold actions, else the behavioral one "
         "runs instead), 'behavioral' (no LLM, no gold actions: labels observable behavior, contrasting successes and "
-        "failures) or a model name / spec (config `models` name, openai:<model>[@<url>], scripted, ...).",
+        "failures), 'probe' (samples the agent at each decision point of the diagnosed library tasks; see `probe`) "
+        "or a model name / spec (config `models` name, openai:<model>[@<url>], scripted, ...).",
     )
+    probe: ProbeConfig = Field(default_factory=ProbeConfig, description="Settings of the probe analyzer.")
     n_runs: int | None = Field(
         None,
         ge=1,
@@ -87,11 +112,16 @@ class DiagnoseConfig(Section):
         return self.analyst in DETERMINISTIC
 
     @property
+    def needs_analyst_model(self) -> bool:
+        """An LLM analyst: `analyst` names the model that reads the trajectories."""
+        return self.analyst not in NO_ANALYST_MODEL
+
+    @property
     def runs(self) -> int:
-        """N: the configured value, else 10 for an LLM analyst and 1 for a deterministic one."""
+        """N: the configured value, else 10 for an LLM analyst and 1 for a rule or probe one."""
         if self.n_runs is not None:
             return self.n_runs
-        return 1 if self.is_deterministic else PAPER_N_RUNS
+        return PAPER_N_RUNS if self.needs_analyst_model else 1
 
     @property
     def min_passes(self) -> int:
@@ -107,4 +137,4 @@ def is_test_split(split: str) -> bool:
     return "test" in s or "heldout" in s or "held_out" in s or s == "eval"
 
 
-__all__ = ["BEHAVIORAL", "STRUCTURAL", "DiagnoseConfig", "is_test_split"]
+__all__ = ["BEHAVIORAL", "PROBE", "STRUCTURAL", "DiagnoseConfig", "ProbeConfig", "is_test_split"]

@@ -5,21 +5,25 @@ trajectories (imported OpenEnv / verifiers targets), the behavioral analyzer (`b
 runs in its place, with a warning. `analyst: behavioral` names it directly. An LLM analyst (`llm.py`) takes the client
 of its name from the clients given (or the one client given); with `structural_evidence` and gold actions, each item
 carries the structural analyzer's notes and the discovery prompt a table of each structural capability's deficits in
-failed and in successful trajectories.
+failed and in successful trajectories. The probe analyzer (`probe.py`, `analyst: probe`) takes the agent's client and
+the diagnosed environments' domains, and samples the agent at the tasks' decision points.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from trace_rl.artifacts.capabilities import Label
-from trace_rl.config.diagnose import BEHAVIORAL, DiagnoseConfig
+from trace_rl.config.diagnose import BEHAVIORAL, PROBE, DiagnoseConfig
 from trace_rl.diagnose.behavioral import BehavioralAnalyst
 from trace_rl.diagnose.calls import WriteOracle
 from trace_rl.diagnose.items import Analyst, DiagnosisItem
 from trace_rl.diagnose.llm import LLMAnalyst
+from trace_rl.diagnose.probe import ProbeAnalyst
 from trace_rl.diagnose.structural import CAPABILITIES as STRUCTURAL_CAPABILITIES
 from trace_rl.diagnose.structural import StructuralAnalyst
+from trace_rl.engine.progress import NullProgress, Progress
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient
 
@@ -39,10 +43,13 @@ def _evidence_table(items: Sequence[DiagnosisItem], structural: StructuralAnalys
     return "\n".join(rows)
 
 
-def _resolve_client(cfg: DiagnoseConfig, clients: Mapping[str, ModelClient] | ModelClient | None) -> ModelClient:
-    client = clients.get(cfg.analyst) if isinstance(clients, Mapping) else clients
+def _resolve_client(
+    cfg: DiagnoseConfig, clients: Mapping[str, ModelClient] | ModelClient | None, name: str | None = None
+) -> ModelClient:
+    name = name or cfg.analyst
+    client = clients.get(name) if isinstance(clients, Mapping) else clients
     if client is None:
-        raise UserError(f"diagnose: analyst '{cfg.analyst}' needs a model client (none was given)")
+        raise UserError(f"diagnose: analyst '{cfg.analyst}' needs a model client for '{name}' (none was given)")
     return client
 
 
@@ -53,9 +60,16 @@ def make_analyst(
     is_write: WriteOracle,
     n_reference: int,
     warnings: list[str],
+    domains: Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
 ) -> Analyst:
+    """The analyst `cfg.analyst` names; `domains` (environment name -> Domain) are the probe analyzer's targets and
+    `progress` shows its episodes."""
     if cfg.analyst == BEHAVIORAL:
         return BehavioralAnalyst()
+    if cfg.analyst == PROBE:
+        client = _resolve_client(cfg, clients, cfg.probe.policy or "policy")
+        return ProbeAnalyst(client, dict(domains or {}), cfg.probe, progress=progress or NullProgress())
     structural = StructuralAnalyst(is_write)
     if cfg.is_structural:
         if n_reference == 0:

@@ -57,14 +57,14 @@ async def preview_async(
     tasks: Mapping[str, Task] | Sequence[Task] | None = None,
     write_kinds: Mapping[str, bool] | None = None,
 ) -> Preview:
-    if cfg.is_deterministic:
+    if not cfg.needs_analyst_model:
         raise UserError(
             f"diagnose --show-prompts: the {cfg.analyst} analyzer sends no prompts; name an LLM with --analyst"
         )
     trajectories, _ = load_trajectories(run)
     kept, counts = select_trajectories(trajectories, cfg)
     warnings: list[str] = []
-    items, is_write = _items(run, cfg, kept, counts, warnings, tasks, write_kinds)
+    items, is_write, _ = _items(run, cfg, kept, counts, warnings, tasks, write_kinds)
     analyst = make_analyst(cfg, client, items, is_write, counts["with_reference"], warnings)
     assert isinstance(analyst, LLMAnalyst)
     await analyst.check_fits(items)

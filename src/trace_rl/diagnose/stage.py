@@ -17,6 +17,8 @@ capabilities.json is touched, so the previous file stays intact.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -37,12 +39,13 @@ from trace_rl.artifacts.capabilities import (
 from trace_rl.artifacts.store import RunDir
 from trace_rl.artifacts.trajectories import read_reference_tasks, read_trajectories
 from trace_rl.config import EnvConfig, TraceConfig
-from trace_rl.config.diagnose import DiagnoseConfig, is_test_split
+from trace_rl.config.diagnose import PROBE, DiagnoseConfig, is_test_split
 from trace_rl.diagnose.aggregate import aggregate
 from trace_rl.diagnose.analyst import make_analyst
 from trace_rl.diagnose.calls import WriteOracle, domain_write_kinds, write_oracle
 from trace_rl.diagnose.items import Analyst, DiagnosisItem
 from trace_rl.diagnose.labeling import check_matrix, discover, fingerprint, label_all
+from trace_rl.engine.progress import Progress, make_progress
 from trace_rl.errors import UserError
 from trace_rl.models.base import ModelClient
 from trace_rl.models.registry import build_client
@@ -123,6 +126,7 @@ class EnvInfo:
     warnings: list[str] = field(default_factory=list)
     policies: dict[str, str] = field(default_factory=dict)
     tool_envs: set[str] = field(default_factory=set)  # environments that offer the agent tools
+    domains: dict[str, Any] = field(default_factory=dict)  # environment name -> its Domain (the probe's targets)
 
 
 def load_tasks(run: RunDir, wanted: Mapping[str, Sequence[str]]) -> EnvInfo:
@@ -146,6 +150,7 @@ def load_tasks(run: RunDir, wanted: Mapping[str, Sequence[str]]) -> EnvInfo:
         except (UserError, ValidationError, ImportError) as exc:
             info.warnings.append(f"could not load environment {env_name!r} for gold actions: {exc}")
             continue
+        info.domains[env_name] = domain
         info.kinds.update(domain_write_kinds(domain))
         info.policies[env_name] = _policy(domain)
         if _offers_tools(domain):
@@ -236,8 +241,9 @@ def _items(
     warnings: list[str],
     tasks: Mapping[str, Task] | Sequence[Task] | None,
     write_kinds: Mapping[str, bool] | None,
-) -> tuple[list[DiagnosisItem], WriteOracle]:
-    """Pair each kept trajectory with its task (gold actions), after the leak guard's task-id check."""
+) -> tuple[list[DiagnosisItem], WriteOracle, dict[str, Any]]:
+    """Pair each kept trajectory with its task (gold actions), after the leak guard's task-id check; also the
+    domains loaded (environment name -> Domain)."""
     if tasks is None:
         wanted: dict[str, set[str]] = {}
         for t in kept:
@@ -260,7 +266,7 @@ def _items(
     counts["with_reference"] = sum(
         1 for i in items if i.task and i.task.evaluation_criteria and i.task.evaluation_criteria.actions is not None
     )
-    return items, write_oracle(write_kinds if write_kinds is not None else env.kinds)
+    return items, write_oracle(write_kinds if write_kinds is not None else env.kinds), env.domains
 
 
 # -- the stage ------------------------------------------------------------------------------------------------------
@@ -366,19 +372,24 @@ async def diagnose_async(
     *,
     tasks: Mapping[str, Task] | Sequence[Task] | None = None,
     write_kinds: Mapping[str, bool] | None = None,
+    domains: Mapping[str, Any] | None = None,
     fresh: bool = False,
     command: str | None = None,
+    progress: Progress | None = None,
 ) -> DiagnoseResult:
-    """Run the stage. `tasks` / `write_kinds` override loading the environments the trajectories name; `fresh`
-    redoes discovery and every labeling run; `command` (the command line that ran it) is recorded in the manifest."""
+    """Run the stage. `tasks` / `write_kinds` / `domains` (the probe's targets) override loading the environments the
+    trajectories name; `fresh` redoes discovery and every labeling run; `command` (the command line that ran it) is
+    recorded in the manifest."""
     trajectories, bad = load_trajectories(run)
     kept, counts = select_trajectories(trajectories, cfg)
     counts["excluded"]["invalid_record"] = bad
     warnings: list[str] = []
-    items, is_write = _items(run, cfg, kept, counts, warnings, tasks, write_kinds)
-    analyst = make_analyst(cfg, clients, items, is_write, counts["with_reference"], warnings)
+    items, is_write, loaded = _items(run, cfg, kept, counts, warnings, tasks, write_kinds)
+    targets = dict(domains) if domains is not None else loaded
+    analyst = make_analyst(cfg, clients, items, is_write, counts["with_reference"], warnings, targets, progress)
+    probing = [cfg.probe.model_dump(mode="json")] if analyst.name == PROBE else []  # what the probe samples, and how
     base_fp = fingerprint(  # the analyst that runs: the structural one falls back to the behavioral one without gold
-        analyst.name, sorted((i.id, i.success) for i in items), cfg.max_candidates, cfg.structural_evidence
+        analyst.name, sorted((i.id, i.success) for i in items), cfg.max_candidates, cfg.structural_evidence, *probing
     )
     if command is not None:
         run.ensure(command=command)
@@ -410,12 +421,23 @@ def run_diagnose(
 
 
 async def _diagnose_with_analyst(ctx: StageContext, cfg: DiagnoseConfig, fresh: bool) -> DiagnoseResult:
+    """The stage with the analyst's client (or the probed agent's) built and closed; SIGTERM cancels it, so that the
+    client closes and a model server the command started stops with it."""
+    task = asyncio.current_task()
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)  # type: ignore[union-attr]
     client = None
-    if not cfg.is_deterministic:  # the structural and behavioral analyzers need no model
+    if cfg.analyst == PROBE:  # the probe samples the agent: the rollout's policy unless `probe.policy` names another
+        policy = cfg.probe.policy or ctx.config.rollout.policy
+        cfg = cfg.model_copy(update={"probe": cfg.probe.model_copy(update={"policy": policy})})  # recorded as run
+        name, model_cfg = model_from_spec(policy, ctx.config)
+        client = build_client(model_cfg, name=name)
+    elif cfg.needs_analyst_model:  # the structural and behavioral analyzers need no model
         name, model_cfg = model_from_spec(cfg.analyst, ctx.config)
         client = build_client(model_cfg, name=name)
     try:
-        return await diagnose_async(ctx.run, cfg, client, fresh=fresh, command=ctx.command)
+        progress = make_progress(ctx.progress)
+        return await diagnose_async(ctx.run, cfg, client, fresh=fresh, command=ctx.command, progress=progress)
     finally:
         if client is not None:
             await client.aclose()
@@ -433,7 +455,10 @@ class DiagnoseStage:
 
     def run(self, ctx: StageContext, section: DiagnoseConfig) -> DiagnoseResult:
         ctx.run.require()
-        result = asyncio.run(_diagnose_with_analyst(ctx, section, self.fresh))
+        try:
+            result = asyncio.run(_diagnose_with_analyst(ctx, section, self.fresh))
+        except asyncio.CancelledError:  # SIGTERM: stopped as Ctrl-C would stop it
+            raise KeyboardInterrupt from None
         ctx.echo(f"wrote {result.path} ({len(result.selected)} selected: {', '.join(result.selected) or 'none'})")
         return result
 

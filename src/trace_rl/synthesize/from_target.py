@@ -82,9 +82,12 @@ def library_generator(evidence: Evidence, kind: str, target_cfg: EnvConfig, cfg:
         source = f"families of capability type {kind}"
     options = SplitOptions.model_validate(target_cfg.options or {})
     if cfg.library_tasks == "decisions":
-        from trace_rl.envs.synthetic.library_decisions import decisions_for
+        from trace_rl.envs.synthetic.library_decisions import DECISIONS, decisions_for
 
-        decisions, how = decisions_for(kind, families)
+        if evidence.capability.name in DECISIONS:  # the probe analyzer names capabilities after their decisions
+            decisions, how = {evidence.capability.name: 1.0}, "the decision the capability is named after"
+        else:
+            decisions, how = decisions_for(kind, families)
         return GeneratorSpec(
             kind="library_decisions",
             params={"decisions": decisions, "decisions_from": how, "families": families, "families_from": source},

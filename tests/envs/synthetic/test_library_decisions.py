@@ -168,6 +168,25 @@ def test_decisions_follow_the_type_and_the_evidence_families():
     assert set(chosen) == {"choose_lendable_copy", "answer_from_record"}
 
 
+def test_a_capability_named_after_a_decision_trains_that_decision_alone(library):
+    """The probe analyzer names capabilities after their decisions: the type and the families choose nothing else."""
+    cfg, domain = library
+    cap = Capability(name="confirm_before_change", definition=DECISIONS["confirm_before_change"].definition)
+    evidence = Evidence(cap, tasks=[t for t in domain.tasks("train") if t.metadata["family"] == "multi_step"][:3])
+    spec, why = target_spec(evidence, "multi_step_completion", cfg, domain, SynthesizeConfig())
+    assert spec is not None, why
+    assert spec.generator.params["decisions"] == {"confirm_before_change": 1.0}
+    assert "named after" in spec.generator.params["decisions_from"]
+    other = Capability(name="multi_step_task_completion", definition=cap.definition)
+    spec, _ = target_spec(
+        Evidence(other, tasks=evidence.tasks), "multi_step_completion", cfg, domain, SynthesizeConfig()
+    )
+    assert spec is not None and set(spec.generator.params["decisions"]) == {
+        "confirm_before_change",
+        "finish_every_request",
+    }
+
+
 def test_unknown_or_missing_decisions_are_one_clear_error(tmp_path, library):
     env = build(tmp_path, library, "answer_from_record")
     env.spec.generator.params["decisions"] = {"guess_the_weather": 1.0}

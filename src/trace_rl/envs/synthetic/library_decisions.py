@@ -232,6 +232,7 @@ class Decision:
     # families drawn for a share of the tasks whatever the evidence: tasks where the move is *not* the one trained,
     # so that the adapter learns when to make it, not only to make it
     contrast: tuple[str, ...] = ()
+    definition: str = ""  # the capability the decision exercises, as a diagnosis names it (diagnose/probe.py)
 
 
 def _writes(gold: list[Action]) -> list[int]:
@@ -340,6 +341,11 @@ DECISIONS: dict[str, Decision] = {
             expect_identify,
             judge_identify_first,
             contrast=("lookup_answer",),
+            definition=(
+                "Before touching an account the agent identifies the member with the lookup the policy names (the "
+                "email given), once, and does not identify anyone for a catalog question. Lacking when an account "
+                "tool comes first, the lookup is wrong or repeated, or a catalog question gets an identification."
+            ),
         ),
         Decision(
             "confirm_before_change",
@@ -347,6 +353,11 @@ DECISIONS: dict[str, Decision] = {
             ("authenticated_write", "copy_selection", "multi_step"),
             expect_confirm,
             judge_confirm_before_change,
+            definition=(
+                "Before a change to an account the agent asks the member a yes/no question naming that change and "
+                "makes no write before the yes. Lacking when a write comes before any such question, or the question "
+                "does not name the change."
+            ),
         ),
         Decision(
             "quote_blocking_value",
@@ -354,6 +365,11 @@ DECISIONS: dict[str, Decision] = {
             ("precondition_refusal",),
             expect_refusal,
             judge_quote_blocking_value,
+            definition=(
+                "When a rule of the policy stops the request, the agent makes no change and tells the member the "
+                "value in the record that blocks it. Lacking when it makes a write anyway, or refuses without quoting"
+                " the blocking value."
+            ),
         ),
         Decision(
             "choose_lendable_copy",
@@ -361,6 +377,10 @@ DECISIONS: dict[str, Decision] = {
             ("copy_selection",),
             expect_copy,
             judge_choose_lendable_copy,
+            definition=(
+                "From a title's copies the agent picks the one the policy lets it lend (available, not "
+                "reference-only, not held for another member). Lacking when the first copy it names is another one."
+            ),
         ),
         Decision(
             "finish_every_request",
@@ -369,6 +389,11 @@ DECISIONS: dict[str, Decision] = {
             None,
             judge_finish_every_request,
             opens=open_finish,
+            definition=(
+                "After one request of a multi-request message is done, the agent goes on to the next one instead of "
+                "ending. Lacking when it closes the conversation or asks an open question instead of taking the next "
+                "request's first step."
+            ),
         ),
         Decision(
             "answer_from_record",
@@ -376,6 +401,10 @@ DECISIONS: dict[str, Decision] = {
             ("lookup_answer",),
             expect_answer,
             judge_answer_from_record,
+            definition=(
+                "Given the record that holds the answer, the agent replies with the record's value at once. Lacking "
+                "when the reply omits or changes the value, or another call comes first."
+            ),
         ),
     )
 }
@@ -482,52 +511,66 @@ class LibraryDecisions:
         raise UserError(f"capability env '{self.spec.name}': no {decision.name} task in {self.tries} library seeds")
 
     def open_at(self, decision: Decision, task: Task) -> Task | None:
-        """`task` with the history of `decision` replayed, or None when the task has no such decision point."""
-        gold = list((task.evaluation_criteria.actions if task.evaluation_criteria else None) or [])
-        env = self.target.make_env()
-        env.reset(task)
-        if decision.opens is not None:
-            opened = decision.opens(task, gold, env)
-            return None if opened is None else self._with_history(task, decision, *opened)
-        assert decision.expect is not None
-        results: list[Any] = []
-        calls: list[tuple[ToolCall, Message]] = []
-        for i, action in enumerate(gold):
-            call = ToolCall(id=f"history_{i}", name=action.name, arguments=dict(action.arguments))
-            if action.name in WRITES:
-                break
-            reply = env.execute(call)
-            calls.append((call, reply))
-            try:
-                results.append(json.loads(reply.content or "null"))
-            except json.JSONDecodeError:
-                results.append(reply.content)
-        found = decision.expect(task, gold, results)
-        if found is None:
-            return None
-        n_actions, expected = found
-        history: list[dict[str, Any]] = [{"role": "user", "content": task.metadata["user_script"]["opening"]}]
-        for call, reply in calls[:n_actions]:
-            history.append({"role": "assistant", "content": None, "tool_calls": [call.model_dump(mode="json")]})
-            history.append({"role": "tool", "id": call.id, "content": reply.content, "error": reply.error})
-        return self._with_history(task, decision, history, expected)
-
-    @staticmethod
-    def _with_history(
-        task: Task, decision: Decision, history: list[dict[str, Any]], expected: dict, done: int = 0
-    ) -> Task:
-        """`task` opened after `history`; gold actions whose writes the history already made (`done`) leave the
-        task's gold, which stays what is left to do."""
-        case = Case(kind=decision.name, history=len(history), expected=expected)
-        state = task.initial_state or InitialState()
-        update: dict[str, Any] = {
-            "initial_state": state.model_copy(update={"message_history": history}),
-            "metadata": {**task.metadata, "decision": case.as_dict()},
-        }
-        if done and task.evaluation_criteria is not None:
-            rest = task.evaluation_criteria.actions[done:] if task.evaluation_criteria.actions else []
-            update["evaluation_criteria"] = task.evaluation_criteria.model_copy(update={"actions": rest})
-        return task.model_copy(update=update)
+        return open_at(decision, task, self.target)
 
 
-__all__ = ["DECISIONS", "Case", "Decision", "LibraryDecisions", "decisions_for", "judge", "moves", "reweighted"]
+def open_at(decision: Decision, task: Task, target: Domain) -> Task | None:
+    """`task` (a library task with gold actions) opened at `decision`: the history before the decision point
+    replayed in `target`'s environment, or None when the task has no such decision point. The generator opens its
+    fresh tasks here; diagnosis (`diagnose/probe.py`) opens the diagnosed train tasks."""
+    gold = list((task.evaluation_criteria.actions if task.evaluation_criteria else None) or [])
+    env = target.make_env()
+    env.reset(task)
+    if decision.opens is not None:
+        opened = decision.opens(task, gold, env)
+        return None if opened is None else _with_history(task, decision, *opened)
+    assert decision.expect is not None
+    results: list[Any] = []
+    calls: list[tuple[ToolCall, Message]] = []
+    for i, action in enumerate(gold):
+        call = ToolCall(id=f"history_{i}", name=action.name, arguments=dict(action.arguments))
+        if action.name in WRITES:
+            break
+        reply = env.execute(call)
+        calls.append((call, reply))
+        try:
+            results.append(json.loads(reply.content or "null"))
+        except json.JSONDecodeError:
+            results.append(reply.content)
+    found = decision.expect(task, gold, results)
+    if found is None:
+        return None
+    n_actions, expected = found
+    history: list[dict[str, Any]] = [{"role": "user", "content": task.metadata["user_script"]["opening"]}]
+    for call, reply in calls[:n_actions]:
+        history.append({"role": "assistant", "content": None, "tool_calls": [call.model_dump(mode="json")]})
+        history.append({"role": "tool", "id": call.id, "content": reply.content, "error": reply.error})
+    return _with_history(task, decision, history, expected)
+
+
+def _with_history(task: Task, decision: Decision, history: list[dict[str, Any]], expected: dict, done: int = 0) -> Task:
+    """`task` opened after `history`; gold actions whose writes the history already made (`done`) leave the
+    task's gold, which stays what is left to do."""
+    case = Case(kind=decision.name, history=len(history), expected=expected)
+    state = task.initial_state or InitialState()
+    update: dict[str, Any] = {
+        "initial_state": state.model_copy(update={"message_history": history}),
+        "metadata": {**task.metadata, "decision": case.as_dict()},
+    }
+    if done and task.evaluation_criteria is not None:
+        rest = task.evaluation_criteria.actions[done:] if task.evaluation_criteria.actions else []
+        update["evaluation_criteria"] = task.evaluation_criteria.model_copy(update={"actions": rest})
+    return task.model_copy(update=update)
+
+
+__all__ = [
+    "DECISIONS",
+    "Case",
+    "Decision",
+    "LibraryDecisions",
+    "decisions_for",
+    "judge",
+    "moves",
+    "open_at",
+    "reweighted",
+]
