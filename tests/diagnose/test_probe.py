@@ -93,6 +93,8 @@ def test_labels_follow_the_agents_moves_at_each_decision_point():
     assert analyst.report(items[0]).notes() and "identify_first: 100%" in " ".join(analyst.report(items[0]).notes())
     # every probe ran from its decision point: the replayed history, then the agent's turn
     assert all(call.messages[0].role == "system" for call in client.calls)
+    replayed = [c.id for call in client.calls for m in call.messages if not m.example for c in m.tool_calls or []]
+    assert any(i.startswith("history_") for i in replayed)  # the confirmation probes saw the gold reads replayed
 
 
 def test_a_batch_without_decision_points_is_refused_in_one_line():

@@ -58,10 +58,9 @@ class ProbeAnalyst:
     client: ModelClient
     domains: Mapping[str, Any]  # environment name -> its target Domain (only library tasks have decision points)
     cfg: ProbeConfig
-    model_name: str = ""
     progress: Progress = field(default_factory=NullProgress)  # probe episodes done of each labeling run
     name: str = PROBE
-    rates: dict[tuple[str, str], float] = field(default_factory=dict)  # (item, decision) -> right share, last run
+    rates: dict[str, dict[str, float]] = field(default_factory=dict)  # item -> decision -> right share, last run
     _openings: dict[str, dict[str, Task]] = field(default_factory=dict)
 
     def openings(self, item: DiagnosisItem) -> dict[str, Task]:
@@ -82,7 +81,7 @@ class ProbeAnalyst:
         return self._openings[item.id]
 
     def report(self, item: DiagnosisItem) -> ProbeReport:
-        return ProbeReport({d: r for (i, d), r in self.rates.items() if i == item.id})
+        return ProbeReport(dict(self.rates.get(item.id, {})))
 
     def _probed(self, items: Sequence[DiagnosisItem]) -> tuple[list[DiagnosisItem], list[str]]:
         probed = [i for i in items if self.openings(i)]
@@ -121,6 +120,7 @@ class ProbeAnalyst:
         if unknown:
             warnings.append(f"probe analyzer cannot label {', '.join(unknown)}: labeled NA")
         gate = asyncio.Semaphore(self.cfg.concurrency)
+        sampling = self._sampling()
         jobs = [
             (item, name, k)
             for item in probed
@@ -130,7 +130,9 @@ class ProbeAnalyst:
         ]
         self.progress.start(f"probe run {run}", len(jobs), 0)
         try:
-            scores = await asyncio.gather(*(self._move(gate, item, name, k, run + seed) for item, name, k in jobs))
+            scores = await asyncio.gather(
+                *(self._move(gate, sampling, item, name, k, run + seed) for item, name, k in jobs)
+            )
         finally:
             self.progress.close()
         right: dict[tuple[str, str], list[bool]] = {}
@@ -149,24 +151,27 @@ class ProbeAnalyst:
                     row[name] = Label.NA
                     continue
                 share = sum(moves) / len(moves)
-                self.rates[(item.id, name)] = share
+                self.rates.setdefault(item.id, {})[name] = share
                 row[name] = Label.LACKING if share < self.cfg.threshold else Label.PRESENT
             labels[item.id] = row
         return LabelResult(labels=labels, warnings=warnings, calls=len(jobs), failed=sorted(failed))
 
-    async def _move(
-        self, gate: asyncio.Semaphore, item: DiagnosisItem, decision: str, k: int, run: int
-    ) -> float | None:
-        """One probe: the agent's score at `decision` of the item's task (None: the episode failed on the server)."""
-        domain = self.domains[item.trajectory.env]
-        task = self.openings(item)[decision]
+    def _sampling(self) -> SamplingParams:
+        """The policy's sampling settings, with the probe's temperature and token budget where it sets them."""
         base = getattr(self.client, "cfg", None)
-        sampling = SamplingParams(
+        return SamplingParams(
             temperature=self.cfg.temperature if self.cfg.temperature is not None else getattr(base, "temperature", 1.0),
             top_p=getattr(base, "top_p", 1.0),
             top_k=getattr(base, "top_k", 0),
             max_tokens=self.cfg.max_tokens or getattr(base, "max_tokens", 512),
         )
+
+    async def _move(
+        self, gate: asyncio.Semaphore, sampling: SamplingParams, item: DiagnosisItem, decision: str, k: int, run: int
+    ) -> float | None:
+        """One probe: the agent's score at `decision` of the item's task (None: the episode failed on the server)."""
+        domain = self.domains[item.trajectory.env]
+        task = self.openings(item)[decision]
         seed = zlib.crc32(f"{item.id}/{decision}/{run}".encode()) % 1_000_000 * 100 + k
         async with gate:
             self.progress.episode_started()
@@ -179,7 +184,7 @@ class ProbeAnalyst:
                 split="probe",
                 trial=k,
                 seed=seed,
-                model=self.model_name or self.client.name,
+                model=self.client.name,
                 adapter=self.cfg.adapter,
                 capability=decision,
                 trajectory_id=f"probe/{item.id}/{decision}/{run}/{k}",
