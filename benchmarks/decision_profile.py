@@ -19,8 +19,9 @@ Sampling goes through the run's policy model (a vLLM server for `kind: vllm`), w
 guidance make a decision the base never makes reachable, so that GRPO's groups would carry a signal?).
 
 Writes `profile.json` (per arm and decision: n, successes, success rate with a 95% bootstrap CI over seeds, the
-paired difference to the base, terminations, and the agent's first move at the decision point; rewritten after each
-cell, so a stopped run keeps what it measured), `profile.md` (the table) and `settings.json` under --out.
+paired difference to the base, terminations, the agent's first move at the decision point, and the right moves per
+request kind; rewritten after each cell, so a stopped run keeps what it measured), `profile.md` (the tables: per
+decision, and per decision and request kind) and `settings.json` under --out.
 """
 
 from __future__ import annotations
@@ -120,12 +121,61 @@ def summarize(
         "ci": list(bootstrap_ci(values)) if values else [0.0, 0.0],
         "terminations": dict(sorted(Counter(str(r.trajectory.termination) for r in rollouts).items())),
         "first_moves": dict(Counter(first_move(env, r) for r in rollouts).most_common(6)),
+        "by_kind": by_kind(env, rollouts),
+        "replies": replies(env, rollouts),
     }
     if base is not None:
         seeds = sorted(set(per_seed) & set(base))
         diffs = [per_seed[s] - base[s] for s in seeds]  # paired by seed (and by sampling seed within it)
         row["diff_to_base"] = {"mean": sum(diffs) / len(diffs), "ci": list(bootstrap_ci(diffs))}
     return row
+
+
+def request_kind(env: CapabilityEnvironment, seed: int) -> str:
+    """The kind of request the decision is about (`renew`, `check_out`, ...; the task's variant when the decision
+    names no request)."""
+    task = env.make_task(seed)
+    request = Case.of(task).expected.get("request")
+    return str(request["kind"]) if request else str(task.metadata.get("variant", "-")).split("/")[0]
+
+
+def by_kind(env: CapabilityEnvironment, rollouts: list[Rollout]) -> dict[str, list[int]]:
+    """Per request kind: [right moves, episodes] (does a decision carry over to the kinds the prompt never shows?)."""
+    kinds = {seed: request_kind(env, seed) for seed in {r.seed for r in rollouts}}
+    tally: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for r in rollouts:
+        tally[kinds[r.seed]][0] += r.success
+        tally[kinds[r.seed]][1] += 1
+    return dict(sorted(tally.items()))
+
+
+def replies(env: CapabilityEnvironment, rollouts: list[Rollout], per_kind: int = 3) -> dict[str, list[str]]:
+    """Per request kind, the first few wrong episodes' first reply at the decision point (what the agent says
+    instead), cut to 200 characters."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for r in rollouts:
+        kind = request_kind(env, r.seed)
+        if r.success or len(found[kind]) >= per_kind:
+            continue
+        moves = agent_moves(Case.of(env.make_task(r.seed)), r.trajectory.messages)
+        text = next((m.content for m in moves if m.content and not m.tool_calls), None)
+        if text:
+            found[kind].append(text[:200])
+    return dict(sorted(found.items()))
+
+
+def kind_table(profile: dict[str, dict[str, dict[str, Any]]], arms: list[str]) -> str:
+    """Right moves / episodes per decision, request kind and arm."""
+    lines = ["| decision | request kind | " + " | ".join(arms) + " |", "|" + "---|" * (2 + len(arms))]
+    for decision, by_arm in profile.items():
+        kinds = sorted({k for row in by_arm.values() for k in row["by_kind"]})
+        for kind in kinds:
+            cells = [
+                f"{row['by_kind'].get(kind, [0, 0])[0]}/{row['by_kind'].get(kind, [0, 0])[1]}"
+                for row in by_arm.values()
+            ]
+            lines.append(f"| {decision} | {kind} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def first_move(env: CapabilityEnvironment, rollout: Rollout) -> str:
@@ -228,7 +278,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     result["wall_s"] = round(time.perf_counter() - started, 1)
     atomic_write_json(args.out / "profile.json", {**settings, **result})
-    text = table(result["profile"], result["arms"])
+    text = table(result["profile"], result["arms"]) + "\n" + kind_table(result["profile"], result["arms"])
     atomic_write_text(args.out / "profile.md", text)
     print(text)
     print(json.dumps({"wall_s": result["wall_s"]}))

@@ -6,7 +6,10 @@ informative (non-constant reward), constant, all-success and all-zero groups, gr
 success, docs/method-notes.md §7), unbiased pass@k for k = 1, 2, 4, … ≤ K, and a per-variant breakdown. Acceptance
 defaults to the released code's thresholds (`AcceptanceConfig`). A failure carries a direction: `too_hard`, `too_easy`
 or `uninformative`, which the stage turns into a difficulty move or a regeneration. Episodes use the environment's
-unhinted prompt and scripted user, run with `run_episode` on one event loop, `concurrency` at a time.
+scripted user and, as GRPO's groups will, its hinted prompt on `round(hint.fraction × K)` samples of each group
+(`training/grouping.py`; the released code's config gives calibration a hint ratio too), the unhinted prompt on the
+rest, run with `run_episode` on one event loop, `concurrency` at a time. The figures report that share
+(`hinted_share`) and the success of the hinted and unhinted samples apart.
 
 `log_calibration` files one attempt's figures with the run's tracker (`run.report_to`), step = attempt number, under
 `calibration/<capability>/...` (numeric figures only: pass_at_k/<k>, by_variant/<v>/..., accepted as 0/1).
@@ -182,9 +185,10 @@ async def collect(
     model_name: str = "",
     adapter: str | None = None,
     hinted: bool = False,
+    hinted_per_group: int = 0,
 ) -> list[Rollout]:
     """K samples of each seed's task with the policy (`adapter` on it, when given; the environment's hint in every
-    prompt when `hinted`); infra failures are dropped."""
+    prompt when `hinted`, else in the first `hinted_per_group` samples of each seed); infra failures are dropped."""
     base = getattr(client, "cfg", None)
     sampling = SamplingParams(
         temperature=temperature,
@@ -192,7 +196,7 @@ async def collect(
         top_k=getattr(base, "top_k", 0),
         max_tokens=max_tokens or getattr(base, "max_tokens", 512),
     )
-    prompt = cap_env.system_prompt(hinted=hinted)
+    prompts = (cap_env.system_prompt(hinted=False), cap_env.system_prompt(hinted=True))
     gate = asyncio.Semaphore(concurrency)
 
     async def one(seed: int, k: int) -> Rollout | None:
@@ -202,7 +206,7 @@ async def collect(
             agent = domain_agent(
                 cap_env,
                 client,
-                system_prompt=prompt,
+                system_prompt=prompts[hinted or k < hinted_per_group],
                 tools=cap_env.tool_schemas_for(task),
                 sampling=sampling,
                 adapter=adapter,
@@ -224,6 +228,7 @@ async def collect(
                 return None
             reward, success = cap_env.reward(task, traj)
             traj.metadata["shaped_reward"] = reward
+            traj.metadata["hinted"] = bool(hinted or k < hinted_per_group)
             variant = str(task.metadata.get("variant") or task.metadata.get("family") or "")
             return Rollout(seed, k, reward, success, traj, variant.split("/")[0])
 
@@ -247,6 +252,7 @@ async def calibrate(
 ) -> CalibrationResult:
     """G seeds (the first of the train split, unless given) × K samples; figures and acceptance."""
     seeds = seeds if seeds is not None else list(cap_env.spec.splits.seeds("train"))[:groups]
+    hinted = round(cap_env.spec.hint.fraction * samples) if cap_env.spec.hint.text else 0  # as GRPO's groups
     rollouts = await collect(
         cap_env,
         client,
@@ -257,9 +263,14 @@ async def calibrate(
         concurrency=concurrency,
         limits=bounded(limits or EpisodeLimits(), cap_env.agent_turns),
         model_name=model_name,
+        hinted_per_group=hinted,
     )
     fig = figures(rollouts, samples)
     fig["infra_failures"] = len(seeds) * samples - len(rollouts)
+    fig["hinted_share"] = _round(hinted / samples) if samples else 0.0
+    for name, part in (("hinted", True), ("unhinted", False)):
+        chosen = [r.success for r in rollouts if bool(r.trajectory.metadata.get("hinted")) is part]
+        fig[f"{name}_success_rate"] = _round(sum(chosen) / len(chosen)) if chosen else None
     checks, accepted, direction = judge(fig, acceptance)
     return CalibrationResult(fig, checks, accepted, direction, rollouts)
 

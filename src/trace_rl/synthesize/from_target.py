@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from trace_rl.artifacts.environments import EnvSpec, GeneratorSpec, SplitSpec
+from trace_rl.artifacts.environments import EnvSpec, GeneratorSpec, HintSpec, SplitSpec
 from trace_rl.config import EnvConfig
 from trace_rl.config.synthesize import SynthesizeConfig
 from trace_rl.envs.base import Domain
@@ -100,6 +100,17 @@ def library_generator(evidence: Evidence, kind: str, target_cfg: EnvConfig, cfg:
         difficulty=cfg.initial_difficulty,
         seed_base=fresh_train_seeds(1, options=options)[0],
     )
+
+
+def decision_hint(generator: GeneratorSpec, hint: HintSpec) -> HintSpec:
+    """A decision environment of one decision hints that decision's right move (the capability type's generic hint
+    is about another move: a confirmation environment hinted to read records field by field)."""
+    from trace_rl.envs.synthetic.library_decisions import DECISIONS
+
+    names = list(generator.params.get("decisions", {}))
+    if len(names) != 1 or not DECISIONS[names[0]].hint:
+        return hint
+    return hint.model_copy(update={"text": DECISIONS[names[0]].hint})
 
 
 def tau2_generator(evidence: Evidence, cfg: SynthesizeConfig, target: Domain) -> GeneratorSpec | None:
@@ -188,6 +199,7 @@ def target_spec(
         spec.reward = spec.reward.model_copy(update={"source": "target"})
     if gen.kind == "library_decisions":
         spec.reward = decision_reward_spec()
+        spec.hint = decision_hint(gen, spec.hint)
     spec.provenance = {"generator": "target", "kind": gen.kind}
     return spec, ""
 

@@ -19,7 +19,9 @@ from trace_rl.envs.library.prompt import (
     worked_example_text,
 )
 from trace_rl.envs.library.tools import LibraryTools
+from trace_rl.envs.library.user import is_confirmation
 from trace_rl.envs.library.world import world
+from trace_rl.envs.toolkit import ToolType
 from trace_rl.models.base import ModelResponse
 from trace_rl.models.toolcall_parse import parse_completion
 from trace_rl.types import Message
@@ -102,6 +104,42 @@ def test_prompt_v3_adds_a_renewal_with_its_confirmation_and_is_recorded():
     for seed in sorted({int(t.metadata.get("world_seed", 0)) for t in domain.tasks("test")})[:5]:
         db = world(seed)  # the renewal's ids are made up too
         assert "M0522" not in db.members and "B093" not in db.books
+
+
+def test_prompt_v4_adds_a_confirmed_fine_payment_whose_result_the_real_tool_gives():
+    domain = LibraryDomain({"prompt": "library-agent-v4"})
+    assert domain.prompt_record()["prompt_sha"] == prompt_sha("library-agent-v4") != prompt_sha("library-agent-v3")
+    v3, v4 = PROMPT_EXAMPLES["library-agent-v3"], PROMPT_EXAMPLES["library-agent-v4"]
+    assert v4[:4] == v3[:4] and v4[-1] == v3[-1] and len(v4) == len(v3) + 1  # the payment after the renewal
+    payment = v4[4]
+    assert [type(s) is Exchange for s in payment.steps] == [False, False, True, False]
+    assert "Shall I go ahead?" in payment.steps[2].agent and "2.00" in payment.steps[2].agent
+    # the payment's shown result is what the library's own tool returns for that member
+    db = world(0)
+    record = payment.steps[1][2]
+    member = next(iter(db.members.values())).model_copy(update={"member_id": "M0617", "fines": float(record["fines"])})
+    db.members["M0617"] = member
+    name, arguments, shown = payment.steps[3]
+    assert getattr(LibraryTools(db), name)(**arguments) == shown
+    assert shown["fines"] in payment.answer and shown["paid"] in payment.answer
+    for seed in sorted({int(t.metadata.get("world_seed", 0)) for t in domain.tasks("test")})[:5]:
+        assert "M0617" not in world(seed).members  # made-up ids, as in the other examples
+
+
+def test_prompt_v5_confirms_a_write_of_every_kind_before_making_it():
+    writes = {n for n, fn in LibraryTools.tool_methods().items() if fn.__tool_type__ == ToolType.WRITE}
+    examples = PROMPT_EXAMPLES["library-agent-v5"]
+    made = set()
+    for example in examples:
+        for before, step in itertools.pairwise(example.steps):
+            if not isinstance(step, Exchange) and step[0] in writes:
+                made.add(step[0])
+                assert isinstance(before, Exchange) and is_confirmation(before.agent)  # the judge's own test
+    assert made == writes
+    assert examples[-1] == WORKED_EXAMPLES[-1]  # the last example is still a catalog lookup
+    for seed in sorted({int(t.metadata.get("world_seed", 0)) for t in LibraryDomain().tasks("test")})[:3]:
+        db, text = world(seed), worked_example_text("library-agent-v5")
+        assert not {i for i in (*db.members, *db.books, *db.copies) if i in text}  # every id made up
 
 
 class Recorder:

@@ -73,7 +73,10 @@ def test_sizes_and_family_mix_are_configurable():
     assert shifted[0][1] != split_seeds("test", SplitOptions(n_test=2))[0][1]
     with pytest.raises(UserError, match="unknown families"):
         load_domain("library", EnvConfig(options={"families": ["nope"]}))
-    with pytest.raises(UserError, match="unknown prompt 'v9' \\(known: library-agent-v2, library-agent-v3\\)"):
+    with pytest.raises(
+        UserError,
+        match=r"unknown prompt 'v9' \(known: library-agent-v2, library-agent-v3, library-agent-v4, library-agent-v5\)",
+    ):
         load_domain("library", EnvConfig(options={"prompt": "v9"}))
     with pytest.raises(UserError, match="n_trian: Extra inputs"):
         load_domain("library", EnvConfig(options={"n_trian": 3}))

@@ -282,3 +282,42 @@ def test_identify_first_is_made_once(tmp_path, library):
     assert score(env, task, lookup, say("Thanks! What would you like to do today?")).success
     again = score(env, task, lookup, call("find_member_by_email", email=email))
     assert not again.success and again.reward == pytest.approx(0.5)
+
+
+def test_a_single_decision_environment_hints_its_own_move_and_calibration_hints_as_grpo_will(tmp_path, library):
+    """The hint of a one-decision environment is that decision's right move (not its capability type's generic
+    hint), and calibration samples `round(fraction × K)` of each group with it, as GRPO's groups are drawn: a base
+    that confirms only when hinted gives informative groups, half successes, all of them hinted."""
+    from trace_rl.config.synthesize import AcceptanceConfig
+    from trace_rl.synthesize.calibrate import calibrate
+
+    env = build(tmp_path, library, "confirm_before_change")
+    assert env.spec.hint.text == DECISIONS["confirm_before_change"].hint
+    assert env.spec.hint.text in env.system_prompt(hinted=True) and env.spec.hint.text not in env.system_prompt()
+    seeds = [0, 1, 2]
+    right = {}
+    for seed in seeds:
+        task = env.make_task(seed)
+        right[task.metadata["user_script"]["opening"]] = moves(Case.of(task))[0][0]
+
+    def base(messages: list[Message], tools) -> Message:
+        opening = next(m.content for m in messages if m.role == "user" and not m.example)
+        hinted = env.spec.hint.text in (messages[0].content or "")
+        return right[opening] if hinted else say("Let me look into that for you.")
+
+    env.spec.hint.fraction = 0.5
+    result = asyncio.run(
+        calibrate(
+            env,
+            ScriptedClient(base, on_exhausted="repeat_last"),
+            groups=len(seeds),
+            samples=4,
+            acceptance=AcceptanceConfig(),
+            seeds=seeds,
+        )
+    )
+    fig = result.figures
+    assert fig["hinted_share"] == 0.5 and fig["success_rate"] == 0.5
+    assert fig["hinted_success_rate"] == 1.0 and fig["unhinted_success_rate"] == 0.0
+    assert fig["informative_groups"] == 1.0
+    assert sorted(r.sample for r in result.rollouts if r.success) == [0, 0, 0, 1, 1, 1]  # the first two of each group

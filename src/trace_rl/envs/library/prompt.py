@@ -19,6 +19,15 @@ identification, the record read, the confirmation question and the member's yes,
 meant to bring the member-facing families within copying distance of the base model (issue #18). Measured on the
 100 test tasks (SmolLM2-135M through vLLM, T = 0.3, 1 trial) it did worse than v2 (3 trials of the same tasks): 11.0 %
 against 14.3 %, lookups 55 % against 72 %, every account family still at 0. v2 stays the default.
+
+`library-agent-v4` adds a second confirmed write of another kind (a fine payment) after the renewal, and
+`library-agent-v5` a confirmed write of every kind (renewal, check out, return, hold, cancelled hold, fine payment).
+At the confirmation decision point (`benchmarks/decision_profile.py`, 24 seeds x 4 samples, T = 0.7) SmolLM2-135M
+asks for the yes with the right change 2.1 % of the time on v3, 16.7 % on v4 and 15.6 % on v5, nearly all of it on
+the kind of the last account example (fine payments: 14 of 24 on v4, 11 of 24 on v5): it copies the most recent
+confirmation, verb and all ("I will pay 2.00 toward your loan of ..."), whatever the member asked for. The question
+is there; naming the right change is what a confirmation environment can train (its judge gives such a question
+half the reward).
 """
 
 from __future__ import annotations
@@ -147,9 +156,155 @@ RENEWAL_EXAMPLE = WorkedExample(
     ),
     'Done: "Glass Orchard" is renewed and now due back on 2025-04-08.',
 )
+FINE_PAYMENT_EXAMPLE = WorkedExample(
+    "Hello, I want to pay 2.00 toward my fines. My email is lee.moss8@mail.com.",
+    (
+        ("find_member_by_email", {"email": "lee.moss8@mail.com"}, "M0617"),
+        (
+            "get_member_details",
+            {"member_id": "M0617"},
+            {
+                "member_id": "M0617",
+                "name": "Lee Moss",
+                "email": "lee.moss8@mail.com",
+                "postcode": "40251",
+                "card_status": "active",
+                "fines": "5.25",
+                "loans": [],
+                "holds": [],
+            },
+        ),
+        Exchange("I will pay 2.00 toward your fines of 5.25. Shall I go ahead?", "Yes, go ahead."),
+        ("pay_fine", {"member_id": "M0617", "amount": 2.0}, {"member_id": "M0617", "paid": "2.00", "fines": "3.25"}),
+    ),
+    "Done: you paid 2.00, and your fines are now 3.25.",
+)
+
+
+def _record(member_id: str, name: str, email: str, **rest: Any) -> dict[str, Any]:
+    """A member record as `get_member_details` returns it (made-up member, no fines, loans or holds unless given)."""
+    return {
+        "member_id": member_id,
+        "name": name,
+        "email": email,
+        "postcode": "40300",
+        "card_status": "active",
+        "fines": "0.00",
+        "loans": [],
+        "holds": [],
+        **rest,
+    }
+
+
+def _copy(copy_id: str, status: str, **rest: Any) -> dict[str, Any]:
+    """A copy as `get_book_copies` lists it."""
+    return {
+        "copy_id": copy_id,
+        "format": "paperback",
+        "edition": 2010,
+        "language": "English",
+        "reference_only": False,
+        "loan_days": 21,
+        "status": status,
+        **rest,
+    }
+
+
+CHECKOUT_EXAMPLE = WorkedExample(
+    'Can I borrow "Salt Road"? My email is ria.shah5@mail.com.',
+    (
+        ("find_member_by_email", {"email": "ria.shah5@mail.com"}, "M0733"),
+        (
+            "search_catalog",
+            {"query": "Salt Road"},
+            [{"book_id": "B095", "title": "Salt Road", "author": "Ivo Berg", "year": 2011}],
+        ),
+        (
+            "get_book_copies",
+            {"book_id": "B095"},
+            [_copy("C0951", "on loan"), _copy("C0952", "available", reference_only=True), _copy("C0953", "available")],
+        ),
+        Exchange('I will check out "Salt Road" (copy C0953) for you. Shall I go ahead?', "Yes, please."),
+        (
+            "check_out",
+            {"member_id": "M0733", "copy_id": "C0953"},
+            {"copy_id": "C0953", "member_id": "M0733", "title": "Salt Road", "due": "2025-04-04"},
+        ),
+    ),
+    'Done: you have "Salt Road" (copy C0953), due back on 2025-04-04.',
+)
+RETURN_EXAMPLE = WorkedExample(
+    'Hi, I\'m returning "Blue Lantern" today. My email is tom.hale2@mail.com.',
+    (
+        ("find_member_by_email", {"email": "tom.hale2@mail.com"}, "M0844"),
+        (
+            "get_member_details",
+            {"member_id": "M0844"},
+            _record(
+                "M0844",
+                "Tom Hale",
+                "tom.hale2@mail.com",
+                loans=[
+                    {"copy_id": "C0961", "book_id": "B096", "title": "Blue Lantern", "due": "2025-03-10", "renewals": 1}
+                ],
+            ),
+        ),
+        Exchange('I will return your copy C0961 of "Blue Lantern". Shall I go ahead?', "Yes, go ahead."),
+        (
+            "return_copy",
+            {"copy_id": "C0961"},
+            {"copy_id": "C0961", "title": "Blue Lantern", "member_id": "M0844", "late_fee": "1.00", "fines": "1.00"},
+        ),
+    ),
+    'Done: "Blue Lantern" is returned. It was 4 days late, so the late fee is 1.00.',
+)
+HOLD_EXAMPLE = WorkedExample(
+    'Could you put a hold on "Red Meadow" for me? My email is ana.cruz4@mail.com.',
+    (
+        ("find_member_by_email", {"email": "ana.cruz4@mail.com"}, "M0955"),
+        (
+            "search_catalog",
+            {"query": "Red Meadow"},
+            [{"book_id": "B097", "title": "Red Meadow", "author": "Joel Price", "year": 2007}],
+        ),
+        ("get_book_copies", {"book_id": "B097"}, [_copy("C0971", "on loan"), _copy("C0972", "on loan")]),
+        Exchange('I will place a hold on "Red Meadow" for you. Shall I go ahead?', "Yes, please do."),
+        (
+            "place_hold",
+            {"member_id": "M0955", "book_id": "B097"},
+            {"book_id": "B097", "title": "Red Meadow", "member_id": "M0955", "position": 1},
+        ),
+    ),
+    'Done: you are first in the hold queue for "Red Meadow".',
+)
+CANCEL_EXAMPLE = WorkedExample(
+    'Please cancel my hold on "Iron Gate". My email is max.lund6@mail.com.',
+    (
+        ("find_member_by_email", {"email": "max.lund6@mail.com"}, "M0966"),
+        (
+            "get_member_details",
+            {"member_id": "M0966"},
+            _record("M0966", "Max Lund", "max.lund6@mail.com", holds=[{"book_id": "B098", "title": "Iron Gate"}]),
+        ),
+        Exchange('I will cancel your hold on "Iron Gate". Shall I go ahead?', "Yes, go ahead."),
+        ("cancel_hold", {"member_id": "M0966", "book_id": "B098"}, "Hold on B098 for M0966 cancelled"),
+    ),
+    'Done: your hold on "Iron Gate" is cancelled.',
+)
 PROMPT_EXAMPLES: dict[str, tuple[WorkedExample, ...]] = {
     "library-agent-v2": WORKED_EXAMPLES,
     "library-agent-v3": (*WORKED_EXAMPLES[:3], RENEWAL_EXAMPLE, WORKED_EXAMPLES[3]),
+    "library-agent-v4": (*WORKED_EXAMPLES[:3], RENEWAL_EXAMPLE, FINE_PAYMENT_EXAMPLE, WORKED_EXAMPLES[3]),
+    "library-agent-v5": (
+        *WORKED_EXAMPLES[:3],
+        RENEWAL_EXAMPLE,
+        CHECKOUT_EXAMPLE,
+        RETURN_EXAMPLE,
+        HOLD_EXAMPLE,
+        CANCEL_EXAMPLE,
+        FINE_PAYMENT_EXAMPLE,
+        WORKED_EXAMPLES[3],
+    ),
 }
 PROMPT_VERSIONS: tuple[str, ...] = tuple(PROMPT_EXAMPLES)
 

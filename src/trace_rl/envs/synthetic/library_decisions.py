@@ -233,6 +233,7 @@ class Decision:
     # so that the adapter learns when to make it, not only to make it
     contrast: tuple[str, ...] = ()
     definition: str = ""  # the capability the decision exercises, as a diagnosis names it (diagnose/probe.py)
+    hint: str = ""  # guidance to the agent toward the right move (the environment's hint when it trains this alone)
 
 
 def _writes(gold: list[Action]) -> list[int]:
@@ -346,6 +347,10 @@ DECISIONS: dict[str, Decision] = {
                 "email given), once, and does not identify anyone for a catalog question. Lacking when an account "
                 "tool comes first, the lookup is wrong or repeated, or a catalog question gets an identification."
             ),
+            hint=(
+                "Before you read or change an account, look the member up once with the email they gave; a question "
+                "about the catalog needs no identification."
+            ),
         ),
         Decision(
             "confirm_before_change",
@@ -357,6 +362,10 @@ DECISIONS: dict[str, Decision] = {
                 "Before a change to an account the agent asks the member a yes/no question naming that change and "
                 "makes no write before the yes. Lacking when a write comes before any such question, or the question "
                 "does not name the change."
+            ),
+            hint=(
+                "Before you change an account, ask the member a yes/no question that names the change and the book "
+                "or amount (I will renew your loan of <title>. Shall I go ahead?) and wait for the yes."
             ),
         ),
         Decision(
@@ -370,6 +379,10 @@ DECISIONS: dict[str, Decision] = {
                 "value in the record that blocks it. Lacking when it makes a write anyway, or refuses without quoting"
                 " the blocking value."
             ),
+            hint=(
+                "When a policy rule stops the request, change nothing and tell the member the exact value in the "
+                "record that blocks it (the fines, the renewals, the card status)."
+            ),
         ),
         Decision(
             "choose_lendable_copy",
@@ -381,6 +394,7 @@ DECISIONS: dict[str, Decision] = {
                 "From a title's copies the agent picks the one the policy lets it lend (available, not "
                 "reference-only, not held for another member). Lacking when the first copy it names is another one."
             ),
+            hint="Lend only a copy whose status is available and that is not reference-only; name that copy's id.",
         ),
         Decision(
             "finish_every_request",
@@ -394,6 +408,7 @@ DECISIONS: dict[str, Decision] = {
                 "ending. Lacking when it closes the conversation or asks an open question instead of taking the next "
                 "request's first step."
             ),
+            hint="When one request of the member's message is done, start on the next one; end only when all are done.",
         ),
         Decision(
             "answer_from_record",
@@ -405,6 +420,7 @@ DECISIONS: dict[str, Decision] = {
                 "Given the record that holds the answer, the agent replies with the record's value at once. Lacking "
                 "when the reply omits or changes the value, or another call comes first."
             ),
+            hint="When a tool result holds the answer, reply at once with the exact value from it.",
         ),
     )
 }
