@@ -48,6 +48,7 @@ from trace_rl.models.registry import build_clients
 from trace_rl.stage import load_run_config
 from trace_rl.stats import bootstrap_ci
 from trace_rl.synthesize.calibrate import Rollout, bounded, collect
+from trace_rl.types import Task
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -112,6 +113,7 @@ def summarize(
     env: CapabilityEnvironment, arm: str, rollouts: list[Rollout], base: dict[int, float] | None
 ) -> dict[str, Any]:
     per_seed = rates(rollouts)
+    tasks = {seed: env.make_task(seed) for seed in per_seed}  # each seed's task opened once, not once per rollout
     values = [per_seed[s] for s in sorted(per_seed)]
     row: dict[str, Any] = {
         "arm": arm,
@@ -120,9 +122,9 @@ def summarize(
         "success": sum(values) / len(values) if values else 0.0,
         "ci": list(bootstrap_ci(values)) if values else [0.0, 0.0],
         "terminations": dict(sorted(Counter(str(r.trajectory.termination) for r in rollouts).items())),
-        "first_moves": dict(Counter(first_move(env, r) for r in rollouts).most_common(6)),
-        "by_kind": by_kind(env, rollouts),
-        "replies": replies(env, rollouts),
+        "first_moves": dict(Counter(first_move(tasks[r.seed], r) for r in rollouts).most_common(6)),
+        "by_kind": by_kind(tasks, rollouts),
+        "replies": replies(tasks, rollouts),
     }
     if base is not None:
         seeds = sorted(set(per_seed) & set(base))
@@ -131,33 +133,32 @@ def summarize(
     return row
 
 
-def request_kind(env: CapabilityEnvironment, seed: int) -> str:
+def request_kind(task: Task) -> str:
     """The kind of request the decision is about (`renew`, `check_out`, ...; the task's variant when the decision
     names no request)."""
-    task = env.make_task(seed)
     request = Case.of(task).expected.get("request")
     return str(request["kind"]) if request else str(task.metadata.get("variant", "-")).split("/")[0]
 
 
-def by_kind(env: CapabilityEnvironment, rollouts: list[Rollout]) -> dict[str, list[int]]:
+def by_kind(tasks: dict[int, Task], rollouts: list[Rollout]) -> dict[str, list[int]]:
     """Per request kind: [right moves, episodes] (does a decision carry over to the kinds the prompt never shows?)."""
-    kinds = {seed: request_kind(env, seed) for seed in {r.seed for r in rollouts}}
     tally: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for r in rollouts:
-        tally[kinds[r.seed]][0] += r.success
-        tally[kinds[r.seed]][1] += 1
+        counts = tally[request_kind(tasks[r.seed])]
+        counts[0] += r.success
+        counts[1] += 1
     return dict(sorted(tally.items()))
 
 
-def replies(env: CapabilityEnvironment, rollouts: list[Rollout], per_kind: int = 3) -> dict[str, list[str]]:
+def replies(tasks: dict[int, Task], rollouts: list[Rollout], per_kind: int = 3) -> dict[str, list[str]]:
     """Per request kind, the first few wrong episodes' first reply at the decision point (what the agent says
     instead), cut to 200 characters."""
     found: dict[str, list[str]] = defaultdict(list)
     for r in rollouts:
-        kind = request_kind(env, r.seed)
+        kind = request_kind(tasks[r.seed])
         if r.success or len(found[kind]) >= per_kind:
             continue
-        moves = agent_moves(Case.of(env.make_task(r.seed)), r.trajectory.messages)
+        moves = agent_moves(Case.of(tasks[r.seed]), r.trajectory.messages)
         text = next((m.content for m in moves if m.content and not m.tool_calls), None)
         if text:
             found[kind].append(text[:200])
@@ -170,17 +171,14 @@ def kind_table(profile: dict[str, dict[str, dict[str, Any]]], arms: list[str]) -
     for decision, by_arm in profile.items():
         kinds = sorted({k for row in by_arm.values() for k in row["by_kind"]})
         for kind in kinds:
-            cells = [
-                f"{row['by_kind'].get(kind, [0, 0])[0]}/{row['by_kind'].get(kind, [0, 0])[1]}"
-                for row in by_arm.values()
-            ]
+            cells = ["{}/{}".format(*row["by_kind"].get(kind, [0, 0])) for row in by_arm.values()]
             lines.append(f"| {decision} | {kind} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def first_move(env: CapabilityEnvironment, rollout: Rollout) -> str:
-    """What the agent did at the decision point: the tool it called, `text` for a reply, `none`."""
-    moves = agent_moves(Case.of(env.make_task(rollout.seed)), rollout.trajectory.messages)
+def first_move(task: Task, rollout: Rollout) -> str:
+    """What the agent did at the decision point of `task`: the tool it called, `text` for a reply, `none`."""
+    moves = agent_moves(Case.of(task), rollout.trajectory.messages)
     if not moves:
         return "none"
     calls = moves[0].tool_calls

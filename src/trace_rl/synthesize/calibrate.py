@@ -200,13 +200,14 @@ async def collect(
     gate = asyncio.Semaphore(concurrency)
 
     async def one(seed: int, k: int) -> Rollout | None:
+        with_hint = hinted or k < hinted_per_group
         async with gate:
             task = cap_env.make_task(seed)
             env = cap_env.make_env()
             agent = domain_agent(
                 cap_env,
                 client,
-                system_prompt=prompts[hinted or k < hinted_per_group],
+                system_prompt=prompts[with_hint],
                 tools=cap_env.tool_schemas_for(task),
                 sampling=sampling,
                 adapter=adapter,
@@ -228,7 +229,7 @@ async def collect(
                 return None
             reward, success = cap_env.reward(task, traj)
             traj.metadata["shaped_reward"] = reward
-            traj.metadata["hinted"] = bool(hinted or k < hinted_per_group)
+            traj.metadata["hinted"] = with_hint
             variant = str(task.metadata.get("variant") or task.metadata.get("family") or "")
             return Rollout(seed, k, reward, success, traj, variant.split("/")[0])
 
