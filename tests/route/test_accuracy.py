@@ -14,9 +14,17 @@ from trace_rl.artifacts.router import BASE, read_router
 from trace_rl.artifacts.store import RunDir
 from trace_rl.config import ModelConfig, RouteConfig, TraceConfig
 from trace_rl.errors import UserError
-from trace_rl.route.accuracy import accuracy_report, confusion_matrix, format_confusion, oracle_figures
-from trace_rl.route.stage import run_route
+from trace_rl.route.accuracy import (
+    HeldOutSet,
+    accuracy_report,
+    confusion_matrix,
+    family_ceiling,
+    format_confusion,
+    oracle_figures,
+)
+from trace_rl.route.stage import run_route, summary_lines
 from trace_rl.routing.router import ScriptedRouter
+from trace_rl.types import Task
 
 
 def test_confusion_and_accuracy_by_hand() -> None:
@@ -48,6 +56,26 @@ def test_oracle_figures_by_hand() -> None:
     result = accuracy_report(tasks, ["a", "b", BASE], outcomes=outcomes, samples=100)
     assert result.potential_rate == 0.5
     assert result.routed_pass1.value == 0.5 and result.oracle_pass1.value == 0.75
+
+
+def _held(name: str, families: list[str | None]) -> HeldOutSet:
+    tasks = [Task(id=f"{name}-{i}", metadata={} if f is None else {"family": f}) for i, f in enumerate(families)]
+    return HeldOutSet(name, name, domain=None, tasks=tasks)
+
+
+def test_family_ceiling_counts_what_a_first_message_router_cannot_tell_apart() -> None:
+    # two decision environments cut from the same families: the best family-level router sends multi_step to
+    # `confirm` (3 of 4) and lookups to `identify` (2 of 2), and loses the shared write task whichever way it goes
+    confirm = _held("confirm", ["multi_step", "multi_step", "multi_step", "write"])
+    identify = _held("identify", ["multi_step", "write", "lookup", "lookup"])
+    ceiling = family_ceiling([confirm, identify])
+    assert ceiling is not None and ceiling["ceiling"] == pytest.approx(6 / 8) and ceiling["tasks"] == 8
+    assert ceiling["by_family"]["multi_step"] == {"confirm": 3, "identify": 1}
+    assert family_ceiling([_held("a", ["x", "x"]), _held("b", ["y"])])["ceiling"] == 1.0  # separable
+    assert family_ceiling([_held("a", ["x", None])]) is None  # a task without a family: no claim
+    routed = [RoutedTask(task_id="t", truth="confirm", predicted="confirm")]
+    result = accuracy_report(routed, ["confirm", "identify", BASE], details={"family_ceiling": ceiling})
+    assert any("multi_step, write" in line and "75.0%" in line for line in summary_lines(result))
 
 
 def _cfg(run: RunDir) -> TraceConfig:

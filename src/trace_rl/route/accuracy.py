@@ -223,6 +223,25 @@ def accuracy_report(
     return result
 
 
+def family_ceiling(sets: list[HeldOutSet]) -> dict[str, Any] | None:
+    """The best routing accuracy a router that knows each held-out task's family (its `metadata["family"]`) could
+    reach: every family goes to the capability with most of its tasks. Below 1 when environments share families, as
+    decision environments cut from the same target tasks do; None when a task has no family."""
+    counts: dict[str, dict[str, int]] = {}
+    for held in sets:
+        for task in held.tasks:
+            family = (task.metadata or {}).get("family")
+            if not isinstance(family, str):
+                return None
+            by_capability = counts.setdefault(family, {})
+            by_capability[held.name] = by_capability.get(held.name, 0) + 1
+    total = sum(sum(row.values()) for row in counts.values())
+    if not total:
+        return None
+    best = sum(max(row.values()) for row in counts.values())
+    return {"ceiling": best / total, "tasks": total, "by_family": counts}
+
+
 def format_confusion(result: RoutingAccuracy) -> str:
     """The confusion matrix as aligned text (rows truth, columns prediction)."""
     labels = result.labels

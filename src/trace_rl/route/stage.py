@@ -27,6 +27,7 @@ from trace_rl.route.accuracy import (
     HeldOutSet,
     accuracy_report,
     example_task_ids,
+    family_ceiling,
     format_confusion,
     held_out_sets,
     route_held_out,
@@ -193,6 +194,7 @@ def run_route(
                     "user": user_name or "scripted",
                     "first_message_only": True,
                     "calibration": calibration,
+                    "family_ceiling": family_ceiling(sets),
                 },
             )
             result.save(run.accuracy)
@@ -224,6 +226,13 @@ def summary_lines(result: RoutingAccuracy) -> list[str]:
         f"routing accuracy {_pct(acc.value)}{interval} on {result.n_tasks} held-out tasks · "
         f"base label won {_pct(result.base_rate)}",
     ]
+    ceiling = result.details.get("family_ceiling")
+    if ceiling and ceiling["ceiling"] < 1:
+        shared = sorted(f for f, row in ceiling["by_family"].items() if len(row) > 1)
+        lines.append(
+            f"the environments share task families ({', '.join(shared)}): a router that knew each task's family would "
+            f"reach at most {_pct(ceiling['ceiling'])}"
+        )
     if result.routed_pass1 is not None and result.oracle_pass1 is not None:
         lines.append(
             f"potential rate {_pct(result.potential_rate)} · pass^1 routed {_pct(result.routed_pass1.value)} "
