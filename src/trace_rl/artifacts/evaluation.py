@@ -25,10 +25,11 @@ from trace_rl.artifacts.layout import EvaluateLayout
 from trace_rl.artifacts.store import atomic_write_json, read_json, read_model
 from trace_rl.errors import UserError
 
-KNOWN_ARMS = ("base", "trace", "grpo_target", "gepa", "single_best", "multi_capability")
+KNOWN_ARMS = ("base", "trace", "trace_guarded", "grpo_target", "gepa", "single_best", "multi_capability")
 ARM_LABELS = {
     "base": "Base model",
     "trace": "TRACE (routed adapters)",
+    "trace_guarded": "TRACE, held-in guard",
     "grpo_target": "GRPO on target",
     "gepa": "GEPA (prompt optimisation)",
     "single_best": "Best single adapter",

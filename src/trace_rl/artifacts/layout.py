@@ -111,6 +111,7 @@ SERVED_ADAPTERS_DIR = "served_adapters"  # adapter versions loaded into a vLLM s
 ARMS_DIR = "arms"
 CURVE_DIR = "curve"
 SINGLE_BEST_DIR = "single_best"
+GUARD_DIR = "guard"
 GRPO_TARGET_DIR = "grpo_target"
 GEPA_DIR = "gepa"
 GEPA_RESULT_FILE = "result.json"
@@ -263,6 +264,11 @@ class EvaluateLayout(_Folder):
     def single_best(select: str, name: str) -> str:
         """The selection episodes of adapter `name` on the `select` tasks."""
         return f"{SINGLE_BEST_DIR}/{select}/{name}.jsonl"
+
+    @staticmethod
+    def guard(option: str) -> str:
+        """The held-in guard's episodes of `option` ('base' or the unguarded router) on the target's train tasks."""
+        return f"{GUARD_DIR}/{option}.jsonl"
 
     def baseline(self, name: str) -> tuple[AdapterLayout, TrainWorkLayout]:
         """(adapter folder, work folder) of a baseline trained by evaluate itself (e.g. GRPO on target)."""

@@ -4,6 +4,7 @@ held-out split (registered by cli/app.py).
     trace-rl evaluate --run runs/demo --split test --trials 3                 # every arm
     trace-rl evaluate --run runs/demo --arms base,trace --trials 3            # the cheap ones first
     trace-rl evaluate --run runs/demo --arms gepa --gepa-budget 200           # GEPA alone, an explicit budget
+    trace-rl evaluate --run runs/demo --arms trace_guarded                    # TRACE with the held-in guard (ours)
 
 Rerunning the same command resumes: only missing episodes run. The command maps its flags onto the `evaluate` section
 (`EvaluateConfig`) of `--config`, else of the run's recorded config, and calls the evaluate stage (`evaluate/stage.py`).
@@ -18,6 +19,7 @@ import typer
 
 from trace_rl.artifacts.store import RunDir
 from trace_rl.config import executor_with
+from trace_rl.config.evaluate import ARMS
 from trace_rl.stage import StageContext, command_line, load_run_config, run_stage
 
 
@@ -28,7 +30,7 @@ def evaluate_command(
     trials: Annotated[int | None, typer.Option("--trials", "-k", help="Trials per task (pass^1..pass^k).")] = None,
     arms: Annotated[
         str | None,
-        typer.Option("--arms", help="Comma-separated: base,trace,grpo_target,gepa,single_best,multi_capability."),
+        typer.Option("--arms", help=f"Comma-separated, of {','.join(ARMS)} (default: all but trace_guarded)."),
     ] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config (default: the run's).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Base policy model (config name or spec).")] = None,

@@ -17,7 +17,8 @@ from pydantic import Field, field_validator
 
 from trace_rl.config.base import MAX_TRIALS, Section
 
-ARMS = ("base", "trace", "grpo_target", "gepa", "single_best", "multi_capability")
+ARMS = ("base", "trace", "trace_guarded", "grpo_target", "gepa", "single_best", "multi_capability")
+DEFAULT_ARMS = tuple(a for a in ARMS if a != "trace_guarded")  # the paper's six; the guarded TRACE is ours, opt-in
 
 
 class GepaConfig(Section):
@@ -60,6 +61,24 @@ class SingleBestConfig(Section):
     trials: int = Field(1, ge=1, description="Trials per task for select=train.")
 
 
+class GuardConfig(Section):
+    """The `trace_guarded` arm's held-in regression guard (ours, not in TRACE): the routed agent and the base model
+    play the target's train tasks; an adapter is kept only where it does not do worse than base on the train tasks
+    the router sends to it (evaluate/arms/trace_guarded.py)."""
+
+    tasks: int | None = Field(None, ge=1, description="Target train tasks played (the first N; None: all).")
+    trials: int = Field(3, ge=1, le=MAX_TRIALS, description="Trials per train task (the same trial seeds for both).")
+    score: Literal["success", "reward"] = Field("success", description="What the paired difference is taken of.")
+    min_delta: float = Field(
+        0.0,
+        description="Keep an adapter whose paired difference to base (adapter − base, on the train tasks routed to "
+        "it; success rate or mean reward) is at least this.",
+    )
+    keep_unrouted: bool = Field(
+        True, description="Keep an adapter the router sent no train task to (there is no evidence against it)."
+    )
+
+
 class CurveConfig(Section):
     """Score-vs-rollout-budget points for TRACE, GRPO on target and GEPA (the paper's Fig. 4)."""
 
@@ -82,7 +101,10 @@ class CurveConfig(Section):
 class EvaluateConfig(Section):
     """Stage 5: the routed agent against the base and the paper's baselines on held-out tasks."""
 
-    arms: list[str] = Field(default_factory=lambda: list(ARMS), description=f"Arms to run: {', '.join(ARMS)}.")
+    arms: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_ARMS),
+        description=f"Arms to run: {', '.join(ARMS)} (default: all but trace_guarded).",
+    )
     split: str = Field("test", description="Target split evaluated (held out from every earlier stage).")
     trials: int = Field(
         3, ge=1, le=MAX_TRIALS, description="Trials per task (TRACE used 1; docs/method-notes.md §6.2)."
@@ -105,6 +127,7 @@ class EvaluateConfig(Section):
     )
     gepa: GepaConfig = Field(default_factory=GepaConfig)
     single_best: SingleBestConfig = Field(default_factory=SingleBestConfig)
+    guard: GuardConfig = Field(default_factory=GuardConfig)
     curve: CurveConfig = Field(default_factory=CurveConfig)
     samples: int = Field(1000, ge=1, description="Bootstrap resamples per interval.")
     level: float = Field(0.95, gt=0.0, lt=1.0, description="Confidence level.")
@@ -124,4 +147,4 @@ class EvaluateConfig(Section):
         return ordered
 
 
-__all__ = ["ARMS", "CurveConfig", "EvaluateConfig", "GepaConfig", "SingleBestConfig"]
+__all__ = ["ARMS", "DEFAULT_ARMS", "CurveConfig", "EvaluateConfig", "GepaConfig", "GuardConfig", "SingleBestConfig"]

@@ -107,7 +107,8 @@ class Ledger:
             "GRPO on target and multi-capability: round(total / (G*K)) steps with the adapters' G and K",
             "single best adapter: that adapter's own training rollouts",
             "GEPA: metric calls (= episodes), max_metric_calls = total, hard-capped in the adapter",
-            "selection rollouts (single best) and evaluation episodes are reported apart, not as training budget",
+            "selection rollouts (single best, the held-in guard of TRACE guarded) and evaluation episodes are reported "
+            "apart, not as training budget",
         ]
     )
 

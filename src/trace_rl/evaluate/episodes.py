@@ -42,11 +42,19 @@ class ArmSkipped(Exception):
 class RoutedClient:
     """The policy client with one routing decision per conversation (keyed by its first user message)."""
 
-    def __init__(self, client: ModelClient, router: Router, *, allowed: set[str] | None = None) -> None:
+    def __init__(
+        self,
+        client: ModelClient,
+        router: Router,
+        *,
+        allowed: set[str] | None = None,
+        fallback_note: str = "'{name}' is not an option here; base used",
+    ) -> None:
         self.client = client
         self.router = router
         self.name = client.name
         self.allowed = allowed
+        self.fallback_note = fallback_note
         self.decisions: dict[str, RouteDecision] = {}
         self.route_calls = 0
         self._lock: asyncio.Lock | None = None
@@ -65,7 +73,7 @@ class RoutedClient:
                         name=BASE,
                         label=made.label,
                         scores=made.scores,
-                        note=f"'{made.name}' is not an option here; base used",
+                        note=self.fallback_note.format(name=made.name),
                     )
                 self.decisions[first] = made
         return self.decisions[first]

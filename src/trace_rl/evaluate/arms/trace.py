@@ -14,6 +14,7 @@ from trace_rl.artifacts.router import BASE, RouterSpec, read_router
 from trace_rl.errors import UserError
 from trace_rl.evaluate.arms.common import adapter_stamp, claim, why_no_adapters
 from trace_rl.evaluate.episodes import ArmSkipped, EvalContext, RoutedClient
+from trace_rl.evaluate.guard import route_of
 from trace_rl.routing.router import Router, make_router
 from trace_rl.routing.spec import make_options, spec_from_run
 
@@ -57,8 +58,7 @@ def build_router(ctx: EvalContext, spec: RouterSpec) -> Router:
 def route_counts(ctx: EvalContext, relpath: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     for record in ctx.store(relpath).latest().values():
-        route = (record.get("metadata") or {}).get("route") or {}
-        name = route.get("name") or (record.get("adapter") or BASE)
+        name = route_of(record)
         counts[name] = counts.get(name, 0) + 1
     return counts
 
