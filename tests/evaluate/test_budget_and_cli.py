@@ -67,16 +67,19 @@ def test_commands_map_flags_to_configs(tmp_path: Path, monkeypatch) -> None:
             "33",
             "--no-curve",
             "--no-train",
+            "--out",
+            "range1",
         ],
     )
     assert result.exit_code == 0, result.output
     e = seen["ecfg"]
-    assert (e.trials, e.arms, e.gepa.budget, e.curve.enabled, e.train_baselines) == (
+    assert (e.trials, e.arms, e.gepa.budget, e.curve.enabled, e.train_baselines, e.out) == (
         4,
         ["base", "trace", "gepa"],
         33,
         False,
         False,
+        "range1",
     )
     bad = runner.invoke(app, ["evaluate", "--run", str(tmp_path / "nope")])
     assert bad.exit_code != 0

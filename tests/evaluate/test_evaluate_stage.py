@@ -163,3 +163,20 @@ def test_config_validation() -> None:
     assert EvaluateConfig(arms=["gepa", "trace"]).arms == ["base", "trace", "gepa"]
     with pytest.raises(ValueError):
         EvaluateConfig(curve={"fractions": [1.0]})
+
+
+def test_a_second_split_goes_beside_the_first_with_out(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", {})
+    policy = AdapterPolicy(outcome)
+    first = evaluate(run, ecfg(arms=["base"]), policy)
+    with pytest.raises(UserError, match="different setup"):  # the same folder holds the test split
+        evaluate(run, ecfg(arms=["base"], split="train"), policy)
+    second = evaluate(run, ecfg(arms=["base"], split="train", out="train"), policy)
+    assert (first.split, first.tasks, second.split, second.tasks) == ("test", 6, "train", 12)
+    beside = run.evaluation("train")
+    assert beside.folder == run.root / "evaluate@train"
+    assert Comparison.load(beside.comparison).split == "train" and beside.summary.exists()
+    assert Comparison.load(run.evaluate.comparison).split == "test"  # the first evaluation is untouched
+    assert {"evaluate", "evaluate@train"} <= set(run.manifest().stages)
+    with pytest.raises(ValueError):
+        EvaluateConfig(out="../elsewhere")

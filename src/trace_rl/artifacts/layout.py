@@ -340,6 +340,11 @@ class RunLayout(_Folder):
     def evaluate(self) -> EvaluateLayout:
         return EvaluateLayout(self.root / EVALUATE_DIR)
 
+    def evaluation(self, name: str | None = None) -> EvaluateLayout:
+        """`evaluate/`, or with a name the separate evaluation `evaluate@<name>/` (another split or test range of the
+        same run, kept apart so neither is mixed into or refused by the other)."""
+        return self.evaluate if not name else EvaluateLayout(self.root / f"{EVALUATE_DIR}@{name}")
+
 
 __all__ = [
     "LAYOUT_VERSION",

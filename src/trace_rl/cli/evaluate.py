@@ -5,6 +5,7 @@ held-out split (registered by cli/app.py).
     trace-rl evaluate --run runs/demo --arms base,trace --trials 3            # the cheap ones first
     trace-rl evaluate --run runs/demo --arms gepa --gepa-budget 200           # GEPA alone, an explicit budget
     trace-rl evaluate --run runs/demo --arms trace_guarded                    # TRACE with the held-in guard (ours)
+    trace-rl evaluate --run runs/demo --split train --out train               # beside evaluate/, in evaluate@train/
 
 Rerunning the same command resumes: only missing episodes run. The command maps its flags onto the `evaluate` section
 (`EvaluateConfig`) of `--config`, else of the run's recorded config, and calls the evaluate stage (`evaluate/stage.py`).
@@ -27,6 +28,10 @@ def evaluate_command(
     ctx: typer.Context,
     run: Annotated[Path, typer.Option("--run", help="Run directory, e.g. runs/demo.")],
     split: Annotated[str | None, typer.Option("--split", help="Held-out target split (default test).")] = None,
+    out: Annotated[
+        str | None,
+        typer.Option("--out", help="Evaluate into evaluate@<OUT>/ (another split or test range beside evaluate/)."),
+    ] = None,
     trials: Annotated[int | None, typer.Option("--trials", "-k", help="Trials per task (pass^1..pass^k).")] = None,
     arms: Annotated[
         str | None,
@@ -70,6 +75,7 @@ def evaluate_command(
     run_dir.require("run the earlier stages first")
     overrides = {
         "evaluate.split": split,
+        "evaluate.out": out,
         "evaluate.trials": trials,
         "evaluate.policy": model,
         "evaluate.user": user_model,

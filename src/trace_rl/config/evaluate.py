@@ -106,6 +106,12 @@ class EvaluateConfig(Section):
         description=f"Arms to run: {', '.join(ARMS)} (default: all but trace_guarded).",
     )
     split: str = Field("test", description="Target split evaluated (held out from every earlier stage).")
+    out: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        description="Evaluate into `evaluate@<out>/` instead of `evaluate/`: another split or test range of the same "
+        "run, kept apart (baseline adapters trained by evaluate stay shared under evaluate/).",
+    )
     trials: int = Field(
         3, ge=1, le=MAX_TRIALS, description="Trials per task (TRACE used 1; docs/method-notes.md §6.2)."
     )

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trace_rl.artifacts.layout import EvaluateLayout
 from trace_rl.artifacts.router import BASE
 from trace_rl.artifacts.store import JsonlStore, RunDir
 from trace_rl.config import ModelConfig, TraceConfig
@@ -151,6 +152,11 @@ class EvalContext:
     def split(self) -> str:
         return self.ecfg.split
 
+    @property
+    def out(self) -> EvaluateLayout:
+        """The folder this evaluation writes: `evaluate/`, or `evaluate@<out>/`."""
+        return self.run.evaluation(self.ecfg.out)
+
     def adapter_budget(self, name: str) -> AdapterBudget:
         """The budget of the run's adapter `name` (`run_adapter_budget`), computed once per evaluate run: it scans the
         adapter's training trajectories, which do not change while evaluate runs."""
@@ -163,7 +169,7 @@ class EvalContext:
 
     def path(self, relpath: str) -> Path:
         """A file of the evaluate stage, named relative to `evaluate/`."""
-        return self.run.evaluate.path(relpath)
+        return self.out.path(relpath)
 
     def train_tasks(self) -> list[Task]:
         if "train" not in self.domain.splits():

@@ -8,6 +8,9 @@
     evaluate/budget.json           the budget accounting
     evaluate/summary.md            the comparison table, for a README
 
+With `out` set (`--out range1`) all of it goes to `evaluate@<out>/` instead: another split or test range of the same
+run beside the first (the baselines evaluate trains stay shared under `evaluate/`).
+
 With `run.report_to` set, the comparison's pass^k figures and table also go to that tracker (run name `evaluate`).
 
 Resumable at every level: a killed evaluate reruns only the missing episodes of each arm (and resumes baseline
@@ -24,6 +27,7 @@ from typing import Any
 
 from trace_rl.artifacts.adapters import capability_adapters
 from trace_rl.artifacts.evaluation import ArmEntry, BudgetPoint, Comparison, CurveEntry, read_arm_index, write_arm_index
+from trace_rl.artifacts.layout import EvaluateLayout
 from trace_rl.artifacts.store import RunDir, atomic_write_json, atomic_write_text
 from trace_rl.config import TraceConfig
 from trace_rl.config.evaluate import ARMS, EvaluateConfig
@@ -117,18 +121,18 @@ def build_context(
     )
 
 
-def _save_output(run: RunDir, out: ArmEntry) -> None:
-    index = read_arm_index(run.evaluate)
+def _save_output(evaluate: EvaluateLayout, out: ArmEntry) -> None:
+    index = read_arm_index(evaluate)
     index.arms[out.name] = out
     index.skipped.pop(out.name, None)
-    write_arm_index(run.evaluate, index)
+    write_arm_index(evaluate, index)
 
 
-def _save_skip(run: RunDir, arm: str, reason: str) -> None:
-    index = read_arm_index(run.evaluate)
+def _save_skip(evaluate: EvaluateLayout, arm: str, reason: str) -> None:
+    index = read_arm_index(evaluate)
     index.arms.pop(arm, None)
     index.skipped[arm] = reason
-    write_arm_index(run.evaluate, index)
+    write_arm_index(evaluate, index)
 
 
 def _group(ctx: EvalContext, relpath: str, trials: int, split: str | None = None) -> GroupSummary:
@@ -156,7 +160,7 @@ def _point(ctx: EvalContext, point: CurveEntry) -> BudgetPoint | None:
 def compile_comparison(ctx: EvalContext, *, command: str | None = None) -> tuple[Comparison, dict[str, str]]:
     """`evaluate/comparison.json` from every arm evaluated so far (this invocation or earlier ones)."""
     e = ctx.ecfg
-    index = read_arm_index(ctx.run.evaluate)
+    index = read_arm_index(ctx.out)
     outputs = index.arms
     skipped: dict[str, str] = dict(index.skipped)
     base_out = outputs.get("base")
@@ -231,8 +235,8 @@ def compile_comparison(ctx: EvalContext, *, command: str | None = None) -> tuple
 
 
 def write_outputs(ctx: EvalContext, comparison: Comparison, skipped: dict[str, str]) -> str:
-    comparison.save(ctx.run.comparison)
-    atomic_write_json(ctx.run.evaluate.budget, comparison.details["budget"])
+    comparison.save(ctx.out.comparison)
+    atomic_write_json(ctx.out.budget, comparison.details["budget"])
     table = markdown_table(comparison.arms, comparison.k_max, skipped)
     lines = [f"# {ctx.env_name}/{ctx.split}: {comparison.tasks} tasks × {comparison.trials} trials", "", table, ""]
     by_family = family_table(comparison.arms)
@@ -244,7 +248,7 @@ def write_outputs(ctx: EvalContext, comparison: Comparison, skipped: dict[str, s
         lines.append("")
     lines += [f"- {n}" for n in comparison.notes]
     text = "\n".join(lines) + "\n"
-    atomic_write_text(ctx.run.evaluate.summary, text)
+    atomic_write_text(ctx.out.summary, text)
     return table
 
 
@@ -274,16 +278,17 @@ def run_evaluate(
     )
     run.ensure(command=command)
     try:
-        with run.stage(STAGE, {**ecfg.model_dump(mode="json"), "policy": ctx.model_label}, command=command) as record:
+        stage = STAGE if not ecfg.out else f"{STAGE}@{ecfg.out}"
+        with run.stage(stage, {**ecfg.model_dump(mode="json"), "policy": ctx.model_label}, command=command) as record:
             for arm in ecfg.arms:
                 echo(f"== arm {arm}")
                 try:
                     out = ARMS_BY_NAME[arm](ctx)
                 except ArmSkipped as exc:
                     echo(f"{arm}: skipped ({exc})")
-                    _save_skip(run, arm, str(exc))
+                    _save_skip(ctx.out, arm, str(exc))
                     continue
-                _save_output(run, out)
+                _save_output(ctx.out, out)
             comparison, skipped = compile_comparison(ctx, command=command)
             write_outputs(ctx, comparison, skipped)
             with tracking(tracking_settings) as tracker:

@@ -22,7 +22,7 @@ ArmFunction = Callable[[EvalContext], ArmEntry]
 def claim(ctx: EvalContext, relpath: str, identity: dict[str, Any]) -> None:
     """Record who plays into `relpath`; refuse to mix two agents in one file (rerun with the same settings to resume,
     or delete the file to redo the arm)."""
-    plans = read_episode_claims(ctx.run.evaluate)
+    plans = read_episode_claims(ctx.out)
     old = plans.get(relpath)
     if old is not None and old != identity:
         changed = sorted(k for k in set(old) | set(identity) if old.get(k) != identity.get(k))
@@ -32,7 +32,7 @@ def claim(ctx: EvalContext, relpath: str, identity: dict[str, Any]) -> None:
             "resume, or delete that file to evaluate the new one"
         )
     plans[relpath] = identity
-    write_episode_claims(ctx.run.evaluate, plans)
+    write_episode_claims(ctx.out, plans)
 
 
 def adapter_stamp(path: Path) -> str | None:
