@@ -64,6 +64,19 @@ def test_the_guard_drops_the_adapter_worse_than_base_and_base_serves_its_tasks(t
     evaluate(run, policy, guard={"trials": 2})
     assert len(policy.calls) == before  # resumed: nothing new to play
 
+    again = evaluate(run, policy, guard={"trials": 2}, out="again")  # another evaluation of the run
+    assert not [c for c in policy.calls[before:] if c[0].startswith("train-")]  # the guard's episodes are shared
+    assert again.arm("trace_guarded").details["guard"]["kept"] == ["cap_a"]
+    assert run.evaluation("again").path("arms/trace_guarded.jsonl").exists()
+    assert not run.evaluation("again").path("guard/base.jsonl").exists()
+
+
+def test_the_guard_is_skipped_when_the_train_split_is_the_one_evaluated(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", {"cap_a": 24}, n_test=3, n_train=3)
+    comparison = evaluate(run, AdapterPolicy(outcome), split="train")
+    assert "trace_guarded" not in {a.name for a in comparison.arms}
+    assert "split evaluated here" in comparison.details["skipped"]["trace_guarded"]
+
 
 def test_guarded_trace_is_opt_in_and_its_guard_counts_in_the_budget_rules() -> None:
     assert "trace_guarded" not in DEFAULT_ARMS and EvaluateConfig().arms == list(DEFAULT_ARMS)

@@ -157,6 +157,11 @@ class EvalContext:
         """The folder this evaluation writes: `evaluate/`, or `evaluate@<out>/`."""
         return self.run.evaluation(self.ecfg.out)
 
+    def folder(self, shared: bool = False) -> EvaluateLayout:
+        """`out`, or with `shared` the run's `evaluate/`: what does not depend on the evaluated split (baselines, the
+        guard's train-split episodes) is played once per run and read by every evaluation of it."""
+        return self.run.evaluate if shared else self.out
+
     def adapter_budget(self, name: str) -> AdapterBudget:
         """The budget of the run's adapter `name` (`run_adapter_budget`), computed once per evaluate run: it scans the
         adapter's training trajectories, which do not change while evaluate runs."""
@@ -164,12 +169,12 @@ class EvalContext:
             self.budgets[name] = run_adapter_budget(self.run, name)
         return self.budgets[name]
 
-    def store(self, relpath: str) -> JsonlStore:
-        return JsonlStore(self.path(relpath))
+    def store(self, relpath: str, *, shared: bool = False) -> JsonlStore:
+        return JsonlStore(self.path(relpath, shared=shared))
 
-    def path(self, relpath: str) -> Path:
-        """A file of the evaluate stage, named relative to `evaluate/`."""
-        return self.out.path(relpath)
+    def path(self, relpath: str, *, shared: bool = False) -> Path:
+        """A file of the evaluate stage, named relative to its folder (`folder(shared)`)."""
+        return self.folder(shared).path(relpath)
 
     def train_tasks(self) -> list[Task]:
         if "train" not in self.domain.splits():
@@ -264,14 +269,16 @@ class EvalContext:
         router: RoutedClient | None = None,
         system_suffix: str = "",
         metadata: dict[str, Any] | None = None,
+        shared: bool = False,
     ) -> RolloutResult:
-        """Every (task, trial) of `tasks` (default: the held-out tasks) for one agent variant, into `relpath`."""
+        """Every (task, trial) of `tasks` (default: the held-out tasks) for one agent variant, into `relpath` (of the
+        run's shared `evaluate/` with `shared`)."""
         split = split or self.split
         tasks = self.tasks if tasks is None else tasks
         trials = trials or self.ecfg.trials
         jobs = plan_jobs(self.env_name, split, tasks, trials, self.ecfg.seed)
         factory = self.factory(split, adapter=adapter, router=router, system_suffix=system_suffix, metadata=metadata)
-        return self.run_jobs(jobs, factory, self.store(relpath), label)
+        return self.run_jobs(jobs, factory, self.store(relpath, shared=shared), label)
 
     def close(self) -> None:
         if self.executor is not None:

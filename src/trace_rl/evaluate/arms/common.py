@@ -19,20 +19,21 @@ from trace_rl.evaluate.episodes import ArmSkipped, EvalContext
 ArmFunction = Callable[[EvalContext], ArmEntry]
 
 
-def claim(ctx: EvalContext, relpath: str, identity: dict[str, Any]) -> None:
-    """Record who plays into `relpath`; refuse to mix two agents in one file (rerun with the same settings to resume,
-    or delete the file to redo the arm)."""
-    plans = read_episode_claims(ctx.out)
+def claim(ctx: EvalContext, relpath: str, identity: dict[str, Any], *, shared: bool = False) -> None:
+    """Record who plays into `relpath` (of the shared `evaluate/` with `shared`); refuse to mix two agents in one
+    file (rerun with the same settings to resume, or delete the file to redo the arm)."""
+    folder = ctx.folder(shared)
+    plans = read_episode_claims(folder)
     old = plans.get(relpath)
     if old is not None and old != identity:
         changed = sorted(k for k in set(old) | set(identity) if old.get(k) != identity.get(k))
         details = "; ".join(f"{k}: {old.get(k)!r} -> {identity.get(k)!r}" for k in changed[:4])
         raise UserError(
-            f"{ctx.path(relpath)} holds episodes of a different setup ({details}); rerun with the same settings to "
-            "resume, or delete that file to evaluate the new one"
+            f"{ctx.path(relpath, shared=shared)} holds episodes of a different setup ({details}); rerun with the same "
+            "settings to resume, or delete that file to evaluate the new one"
         )
     plans[relpath] = identity
-    write_episode_claims(ctx.out, plans)
+    write_episode_claims(folder, plans)
 
 
 def adapter_stamp(path: Path) -> str | None:

@@ -27,11 +27,11 @@ NAME = "grpo_target"
 
 
 def run(ctx: EvalContext) -> ArmEntry:
-    adapter, work = ctx.run.evaluate.baseline(GRPO_TARGET_DIR)
+    adapter, work = ctx.folder(shared=True).baseline(GRPO_TARGET_DIR)
     adapter_dir, work_dir, keep_dir = (
         adapter.folder,
         work.folder,
-        ctx.run.evaluate.baseline_checkpoints(GRPO_TARGET_DIR),
+        ctx.folder(shared=True).baseline_checkpoints(GRPO_TARGET_DIR),
     )
     matched: dict[str, Any] = {}
     if not is_done(adapter_dir):

@@ -1,7 +1,8 @@
 """The `trace_guarded` arm: TRACE with a held-in regression guard (ours, not in the paper; evaluate/guard.py).
 
 First the `trace` arm's router over every trained adapter, and the base model, play the target's *train* tasks
-(`guard.tasks` × `guard.trials`, the same trial seeds; `evaluate/guard/{trace,base}.jsonl`). An adapter is kept when,
+(`guard.tasks` × `guard.trials`, the same trial seeds; `evaluate/guard/{trace,base}.jsonl`, shared by every
+evaluation of the run, `--out` ones included, so each test range sees the same verdicts). An adapter is kept when,
 on the train tasks the router sends to it, it does at least `guard.min_delta` better than base (paired). Then the same
 router plays the held-out tasks, and a task it sends to a dropped adapter is served by the base model. The kept
 adapters' routing is unchanged, so the guard's evidence is about the kind of tasks they go on to serve.
@@ -17,13 +18,15 @@ from trace_rl.artifacts.layout import EvaluateLayout
 from trace_rl.artifacts.router import BASE
 from trace_rl.evaluate.arms.common import adapter_stamp, claim
 from trace_rl.evaluate.arms.trace import build_router, route_counts, trace_spec
-from trace_rl.evaluate.episodes import EvalContext, RoutedClient
+from trace_rl.evaluate.episodes import ArmSkipped, EvalContext, RoutedClient
 from trace_rl.evaluate.guard import judge
 
 NAME = "trace_guarded"
 
 
 def run(ctx: EvalContext) -> ArmEntry:
+    if ctx.split == "train":
+        raise ArmSkipped("the held-in guard plays the train split, which is the split evaluated here")
     spec = trace_spec(ctx)
     names = [n for n in spec.names if n != BASE]
     for name, path in spec.adapters.items():
@@ -37,8 +40,8 @@ def run(ctx: EvalContext) -> ArmEntry:
     }
     held_in = {"split": "train", "trials": guard.trials, "tasks": len(tasks)}
     files = {"trace": EvaluateLayout.guard("trace"), BASE: EvaluateLayout.guard(BASE)}
-    claim(ctx, files["trace"], ctx.identity(arm=NAME, guard="trace", **who, **held_in))
-    claim(ctx, files[BASE], ctx.identity(arm=NAME, guard=BASE, adapter=None, **held_in))
+    claim(ctx, files["trace"], ctx.identity(arm=NAME, guard="trace", **who, **held_in), shared=True)
+    claim(ctx, files[BASE], ctx.identity(arm=NAME, guard=BASE, adapter=None, **held_in), shared=True)
     routed_train = RoutedClient(ctx.client, router, allowed=set(spec.names))
     ctx.evaluate(
         "guard: routed on train",
@@ -48,6 +51,7 @@ def run(ctx: EvalContext) -> ArmEntry:
         trials=guard.trials,
         router=routed_train,
         metadata={"arm": NAME, "guard": "trace"},
+        shared=True,
     )
     ctx.evaluate(
         "guard: base on train",
@@ -56,11 +60,12 @@ def run(ctx: EvalContext) -> ArmEntry:
         split="train",
         trials=guard.trials,
         metadata={"arm": NAME, "guard": BASE},
+        shared=True,
     )
     e = ctx.ecfg
     verdicts = judge(
-        ctx.store(files["trace"]).latest(),
-        ctx.store(files[BASE]).latest(),
+        ctx.store(files["trace"], shared=True).latest(),
+        ctx.store(files[BASE], shared=True).latest(),
         names,
         guard,
         samples=e.samples,
