@@ -147,3 +147,58 @@ def test_plots_are_pngs() -> None:
     ):
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000
     assert re.match(r"data:image/png;base64,[A-Za-z0-9+/=]+$", plots.data_uri(b"\x89PNG"))
+
+
+def test_every_evaluation_of_the_run_is_shown_with_the_guard_verdicts(tmp_path: Path) -> None:
+    from trace_rl.artifacts.evaluation import ArmResult, PassKRow
+
+    run = build_synthetic_run(tmp_path / "r", stages=("evaluate",))
+    verdicts = [
+        {
+            "adapter": "keep_me",
+            "tasks": 5,
+            "adapter_score": 0.4,
+            "base_score": 0.2,
+            "delta": 0.2,
+            "low": 0.0,
+            "high": 0.4,
+            "kept": True,
+        },
+        {
+            "adapter": "drop_me",
+            "tasks": 4,
+            "adapter_score": 0.0,
+            "base_score": 0.5,
+            "delta": -0.5,
+            "low": -0.75,
+            "high": -0.25,
+            "kept": False,
+        },
+        {
+            "adapter": "unrouted",
+            "tasks": 0,
+            "adapter_score": None,
+            "base_score": None,
+            "delta": None,
+            "low": None,
+            "high": None,
+            "kept": True,
+        },
+    ]
+    guard = {"score": "success", "train_tasks": 40, "trials": 3, "selection_rollouts": 240, "min_delta": 0.0}
+    rows = [PassKRow(k=1, value=0.3, low=0.2, high=0.4, tasks=100)]
+    arms = [
+        ArmResult(name="base", pass_k=rows),
+        ArmResult(
+            name="trace_guarded", pass_k=rows, diff_to_base=rows, details={"guard": {**guard, "verdicts": verdicts}}
+        ),
+    ]
+    beside = run.evaluation("range1")
+    Comparison(env="library", split="test", tasks=100, trials=3, arms=arms).save(beside.comparison)
+    section = parse(render_report(run)).sections["comparison"]
+    assert "evaluate/" in section and "evaluate@range1/" in section
+    assert section.index("evaluate/") < section.index("evaluate@range1/")
+    assert "Multi-capability adapter" in section  # the first evaluation is still there
+    assert "TRACE, held-in guard" in section and "Held-in guard" in section
+    assert "drop_me" in section and "dropped (base serves its tasks)" in section and "-0.500" in section
+    assert "40 target train tasks × 3 trials, 240 episodes" in section

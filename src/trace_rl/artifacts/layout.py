@@ -345,6 +345,11 @@ class RunLayout(_Folder):
         same run, kept apart so neither is mixed into or refused by the other)."""
         return self.evaluate if not name else EvaluateLayout(self.root / f"{EVALUATE_DIR}@{name}")
 
+    def evaluations(self) -> dict[str | None, EvaluateLayout]:
+        """`evaluate/` (key None) and every `evaluate@<name>/` that exists (key name), in name order."""
+        named = sorted(p.name.split("@", 1)[1] for p in _folders(self.root) if p.name.startswith(f"{EVALUATE_DIR}@"))
+        return {None: self.evaluate, **{n: self.evaluation(n) for n in named}}
+
 
 __all__ = [
     "LAYOUT_VERSION",

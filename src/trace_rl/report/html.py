@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trace_rl.artifacts.store import RunDir, atomic_write_text
+from trace_rl.report.comparison import comparison_section
 from trace_rl.report.markup import badge, esc, kv_table, table
 from trace_rl.report.sections import (
     Context,
     adapters_section,
     appendix_section,
     capabilities_section,
-    comparison_section,
     environments_section,
     rollout_section,
     routing_section,

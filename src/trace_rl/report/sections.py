@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from trace_rl.artifacts.adapters import read_eval, read_metrics
 from trace_rl.artifacts.environments import read_calibration, read_env_spec, read_env_status
-from trace_rl.artifacts.evaluation import KNOWN_ARMS, Comparison, RoutingAccuracy
+from trace_rl.artifacts.evaluation import RoutingAccuracy
 from trace_rl.artifacts.layout import MIX_ADAPTER, AdapterLayout, EnvLayout
 from trace_rl.artifacts.router import RouterSpec
 from trace_rl.artifacts.store import JsonlStore, RunDir
@@ -350,78 +350,6 @@ def routing_section(ctx: Context) -> str | None:
 # -- 6. comparison ---------------------------------------------------------------------------------------------------
 
 
-def comparison_section(ctx: Context) -> str | None:
-    path = ctx.run.comparison
-    if not path.exists():
-        return None
-    comp = Comparison.load(path)
-    order = {name: i for i, name in enumerate(KNOWN_ARMS)}
-    arms = sorted(comp.arms, key=lambda a: order.get(a.name, len(order)))
-    ks = list(range(1, comp.k_max + 1))
-    headers = ["arm", *(f"pass^{k}" for k in ks), "Δ pass^1 vs base", "rollout budget", "episodes"]
-    rows = []
-    for arm in arms:
-        cells = [f"<b>{esc(arm.display)}</b><div class='def'><code>{esc(arm.name)}</code></div>"]
-        for k in ks:
-            r = arm.at(k)
-            cells.append(f"{num(r.value)}<div class='ci'>{ci(r.low, r.high)}</div>" if r else "–")
-        d = arm.at(1, diff=True)
-        cells.append(f"{signed(d.value)}<div class='ci'>{ci(d.low, d.high)}</div>" if d else "–")
-        cells += [num(arm.rollout_budget), num(arm.episodes)]
-        rows.append(cells)
-    out = [
-        f"<p>{esc(comp.env)}/{esc(comp.split)}: {comp.tasks} tasks × {comp.trials} trials; intervals are "
-        f"{int(comp.level * 100)}% bootstrap over tasks ({comp.bootstrap_samples} resamples), Δ is paired.</p>",
-        table(headers, rows, cls="comparison"),
-    ]
-    out.append(family_html(arms))
-    p1 = [arm.at(1) for arm in arms]
-    out.append(
-        img(
-            plots.arm_bars(
-                [a.name for a in arms],
-                [r.value if r else None for r in p1],
-                [r.low if r else None for r in p1],
-                [r.high if r else None for r in p1],
-            ),
-            "pass^1 per arm",
-        )
-    )
-    if comp.budget_curve:
-        out.append(f"<h3>{esc(comp.metric)} vs budget in {esc(comp.budget_unit)} (TRACE Fig. 4)</h3>")
-        out.append(
-            img(
-                plots.budget_curve(comp.budget_curve, metric=comp.metric, unit=comp.budget_unit),
-                "score vs rollout budget",
-            )
-        )
-    else:
-        out.append("<h3>Score vs rollout budget</h3><p class='missing'>not run yet</p>")
-    out.extend(f"<p class='note'>{esc(n)}</p>" for n in comp.notes)
-    return "".join(out)
-
-
-def family_html(arms: list[Any]) -> str:
-    """pass^1 per task family and arm, with each arm's paired Δ to base on that family ("" without families)."""
-    families = sorted({row.family for arm in arms for row in arm.by_family})
-    if not families:
-        return ""
-    others = [a for a in arms if a.name != "base"]
-    headers = ["family", "tasks", *(f"{a.display} pass^1" for a in arms), *(f"Δ {a.display}" for a in others)]
-    rows = []
-    for family in families:
-        by = {a.name: next((r for r in a.by_family if r.family == family), None) for a in arms}
-        cells = [esc(family), num(max((r.tasks for r in by.values() if r), default=0))]
-        for a in arms:
-            r = by[a.name].at(1) if by[a.name] else None
-            cells.append(f"{num(r.value)}<div class='ci'>{ci(r.low, r.high)}</div>" if r else "–")
-        for a in others:
-            d = by[a.name].at(1, diff=True) if by[a.name] else None
-            cells.append(f"{signed(d.value)}<div class='ci'>{ci(d.low, d.high)}</div>" if d else "–")
-        rows.append(cells)
-    return "<h3>Per task family</h3>" + table(headers, rows, cls="comparison")
-
-
 def appendix_section(ctx: Context) -> str | None:
     if not ctx.appendix:
         return None
@@ -433,7 +361,6 @@ __all__ = [
     "adapters_section",
     "appendix_section",
     "capabilities_section",
-    "comparison_section",
     "environments_section",
     "rollout_section",
     "routing_section",
