@@ -19,6 +19,7 @@ from typing import Any
 from tests.artifacts.builders import write_capabilities_file
 from tests.rollout.toy import CounterDB, CounterTools, amount  # the same toy world as the rollout tests
 
+from trace_rl.artifacts.environments import EnvSpec, GeneratorSpec, HintSpec, RewardSpec, write_env_spec
 from trace_rl.artifacts.store import RunDir, atomic_write_json
 from trace_rl.config import EnvConfig, ModelConfig, TraceConfig
 from trace_rl.engine.plan import trial_seeds
@@ -35,8 +36,9 @@ SEED = 300
 class EvalToy:
     name = "evaltoy"
 
-    def __init__(self, n_test: int = 6, n_train: int = 12) -> None:
+    def __init__(self, n_test: int = 6, n_train: int = 12, *, families: bool = False) -> None:
         self.sizes = {"train": n_train, "test": n_test}
+        self.families = families  # task metadata family "add<N>"
 
     def splits(self) -> list[str]:
         return ["train", "test"]
@@ -50,7 +52,8 @@ class EvalToy:
                 actions=[Action(action_id="0", name="increment", arguments={"name": "a", "by": n})],
                 communicate_info=[str(1 + n)],
             )
-            out.append(Task(id=tid, user_scenario=f"add {n} to a", evaluation_criteria=criteria))
+            metadata = {"family": f"add{n}"} if self.families else {}
+            out.append(Task(id=tid, user_scenario=f"add {n} to a", evaluation_criteria=criteria, metadata=metadata))
         return out
 
     def make_env(self) -> ToolkitEnvironment:
@@ -66,8 +69,8 @@ class EvalToy:
         return "You are a customer."
 
 
-def register(n_test: int = 6, n_train: int = 12) -> EvalToy:
-    domain = EvalToy(n_test, n_train)
+def register(n_test: int = 6, n_train: int = 12, *, families: bool = False) -> EvalToy:
+    domain = EvalToy(n_test, n_train, families=families)
     register_domain("evaltoy", lambda rest, cfg: domain)
     return domain
 
@@ -139,9 +142,17 @@ DEFINITIONS = {
 }
 
 
-def make_run(root: Path, adapters: dict[str, int] | None = None, *, n_test: int = 6, n_train: int = 12) -> RunDir:
-    """A run over evaltoy with capability adapters `name -> logged training rollouts`."""
-    register(n_test, n_train)
+def make_run(
+    root: Path,
+    adapters: dict[str, int] | None = None,
+    *,
+    n_test: int = 6,
+    n_train: int = 12,
+    evidence: dict[str, list[str]] | None = None,
+) -> RunDir:
+    """A run over evaltoy with capability adapters `name -> logged training rollouts`; with `evidence` (capability ->
+    train task ids) the tasks carry families and each capability gets an environment spec naming its evidence."""
+    register(n_test, n_train, families=evidence is not None)
     run = RunDir(root)
     cfg = TraceConfig(env=EnvConfig(name="evaltoy"), models={"policy": ModelConfig(kind="scripted")})
     run.ensure(config=cfg.model_dump(mode="json"))
@@ -149,6 +160,19 @@ def make_run(root: Path, adapters: dict[str, int] | None = None, *, n_test: int 
         write_adapter(run.root / "adapters" / name, run.root / "train" / name, name, logged=logged)
     selected = [{"name": n, "definition": DEFINITIONS.get(n, f"The {n} capability.")} for n in (adapters or {})]
     write_capabilities_file(run, selected)
+    for name, task_ids in (evidence or {}).items():
+        spec = EnvSpec(
+            name=name,
+            definition=DEFINITIONS.get(name, name),
+            target={"name": "evaltoy"},
+            tools=["increment"],
+            generator=GeneratorSpec(kind="library_variants"),
+            reward=RewardSpec(),
+            hint=HintSpec(text="Count well."),
+            intro="",
+            evidence={"task_ids": task_ids},
+        )
+        write_env_spec(run.env(name), spec)
     return run
 
 

@@ -150,7 +150,7 @@ def test_plots_are_pngs() -> None:
 
 
 def test_every_evaluation_of_the_run_is_shown_with_the_guard_verdicts(tmp_path: Path) -> None:
-    from trace_rl.artifacts.evaluation import ArmResult, PassKRow
+    from trace_rl.artifacts.evaluation import ArmResult, PassKRow, TargetedRow
 
     run = build_synthetic_run(tmp_path / "r", stages=("evaluate",))
     verdicts = [
@@ -194,7 +194,10 @@ def test_every_evaluation_of_the_run_is_shown_with_the_guard_verdicts(tmp_path: 
         ),
     ]
     beside = run.evaluation("range1")
-    Comparison(env="library", split="test", tasks=100, trials=3, arms=arms).save(beside.comparison)
+    gain = PassKRow(k=1, value=0.25, low=0.1, high=0.4, tasks=20)
+    loss = PassKRow(k=1, value=-0.125, low=-0.2, high=-0.05, tasks=80)
+    targeted = [TargetedRow(adapter="drop_me", own_families=["lookup_answer"], own=gain, others=loss)]
+    Comparison(env="library", split="test", tasks=100, trials=3, arms=arms, targeted=targeted).save(beside.comparison)
     section = parse(render_report(run)).sections["comparison"]
     assert "evaluate/" in section and "evaluate@range1/" in section
     assert section.index("evaluate/") < section.index("evaluate@range1/")
@@ -202,3 +205,5 @@ def test_every_evaluation_of_the_run_is_shown_with_the_guard_verdicts(tmp_path: 
     assert "TRACE, held-in guard" in section and "Held-in guard" in section
     assert "drop_me" in section and "dropped (base serves its tasks)" in section and "-0.500" in section
     assert "40 target train tasks × 3 trials, 240 episodes" in section
+    assert "own families against the rest" in section and "lookup_answer" in section
+    assert "+0.250" in section and "-0.125" in section and "80 tasks" in section

@@ -125,6 +125,16 @@ class FamilyRow(Schema):
         return next((r for r in (self.diff_to_base if diff else self.pass_k) if r.k == k), None)
 
 
+class TargetedRow(Schema):
+    """One adapter alone on the held-out tasks: its paired pass^1 gain over base on its own task families (those of
+    its environment's evidence tasks) and on the other families (evaluate/targeted.py)."""
+
+    adapter: str
+    own_families: list[str]
+    own: PassKRow
+    others: PassKRow
+
+
 class ArmResult(Schema):
     """One arm of the comparison, evaluated on the same held-out tasks and seeds as every other arm."""
 
@@ -177,6 +187,9 @@ class Comparison(Schema):
     budget_unit: str = Field("rollouts", description="What a unit of rollout_budget / budget is.")
     arms: list[ArmResult]
     budget_curve: list[BudgetPoint] = Field(default_factory=list)
+    targeted: list[TargetedRow] = Field(
+        default_factory=list, description="Each adapter's gain on its own families against the others (select=test)."
+    )
     notes: list[str] = Field(default_factory=list)
     created_at: float = 0.0
     details: dict[str, Any] = Field(default_factory=dict)
@@ -257,6 +270,7 @@ __all__ = [
     "PassKRow",
     "RoutedTask",
     "RoutingAccuracy",
+    "TargetedRow",
     "read_arm_index",
     "read_episode_claims",
     "write_arm_index",

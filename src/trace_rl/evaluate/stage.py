@@ -26,7 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from trace_rl.artifacts.adapters import capability_adapters
-from trace_rl.artifacts.evaluation import ArmEntry, BudgetPoint, Comparison, CurveEntry, read_arm_index, write_arm_index
+from trace_rl.artifacts.evaluation import (
+    ArmEntry,
+    BudgetPoint,
+    Comparison,
+    CurveEntry,
+    TargetedRow,
+    read_arm_index,
+    write_arm_index,
+)
 from trace_rl.artifacts.layout import EvaluateLayout
 from trace_rl.artifacts.store import RunDir, atomic_write_json, atomic_write_text
 from trace_rl.config import TraceConfig
@@ -38,6 +46,7 @@ from trace_rl.evaluate.arms import ARMS_BY_NAME
 from trace_rl.evaluate.budget import AdapterBudget, Ledger, run_adapter_budget
 from trace_rl.evaluate.compare import arm_result, family_table, log_comparison, markdown_table, summarize_records
 from trace_rl.evaluate.episodes import STAGE, ArmSkipped, EvalContext, check_tasks
+from trace_rl.evaluate.targeted import own_families, targeted_markdown, targeted_rows
 from trace_rl.models.base import ModelClient
 from trace_rl.models.registry import ModelClients
 from trace_rl.models.specs import add_model_spec
@@ -157,6 +166,24 @@ def _point(ctx: EvalContext, point: CurveEntry) -> BudgetPoint | None:
     return BudgetPoint(arm=point.arm, budget=point.budget, value=first.value, low=first.low, high=first.high)
 
 
+def _targeted(ctx: EvalContext, base: GroupSummary, families: dict[str, str]) -> list[TargetedRow]:
+    """The targeted table, from the adapters evaluated alone on these held-out tasks (single_best select=test)."""
+    alone = {
+        name: _group(ctx, EvaluateLayout.single_best("test", name), ctx.ecfg.trials)
+        for name in capability_adapters(ctx.run)
+        if ctx.path(EvaluateLayout.single_best("test", name)).exists()
+    }
+    if not alone:
+        return []
+    try:
+        train = {t.id: str(t.metadata["family"]) for t in ctx.train_tasks() if t.metadata.get("family")}
+    except ArmSkipped:
+        return []
+    own = {name: own_families(ctx.run, name, train) for name in alone}
+    e = ctx.ecfg
+    return targeted_rows(alone, base, families, own, samples=e.samples, seed=e.bootstrap_seed, level=e.level)
+
+
 def compile_comparison(ctx: EvalContext, *, command: str | None = None) -> tuple[Comparison, dict[str, str]]:
     """`evaluate/comparison.json` from every arm evaluated so far (this invocation or earlier ones)."""
     e = ctx.ecfg
@@ -185,6 +212,7 @@ def compile_comparison(ctx: EvalContext, *, command: str | None = None) -> tuple
                 families=families,
             )
         )
+    targeted = _targeted(ctx, base, families) if base is not None and families else []
     curve: list[BudgetPoint] = []
     for name in ("trace", "grpo_target", "gepa"):
         out = outputs.get(name)
@@ -220,6 +248,7 @@ def compile_comparison(ctx: EvalContext, *, command: str | None = None) -> tuple
         bootstrap_samples=e.samples,
         arms=arms,
         budget_curve=sorted(curve, key=lambda p: (p.arm, p.budget)),
+        targeted=targeted,
         notes=notes,
         created_at=time.time(),
         details={
@@ -242,6 +271,9 @@ def write_outputs(ctx: EvalContext, comparison: Comparison, skipped: dict[str, s
     by_family = family_table(comparison.arms)
     if by_family:
         lines += ["Per task family (pass^1 %, paired Δ to base on the family's tasks):", "", by_family, ""]
+    if comparison.targeted:
+        lines += ["Targeted: each adapter alone, Δ pass^1 vs base (points, paired) on its own families and the rest:"]
+        lines += ["", targeted_markdown(comparison.targeted), ""]
     if comparison.budget_curve:
         lines += ["Score vs training rollouts (pass^1 %):", ""]
         lines += [f"- {p.arm} @ {p.budget}: {100 * p.value:.1f}" for p in comparison.budget_curve]

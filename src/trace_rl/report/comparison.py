@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trace_rl.artifacts.evaluation import KNOWN_ARMS, Comparison
+from trace_rl.artifacts.evaluation import KNOWN_ARMS, Comparison, PassKRow, TargetedRow
 from trace_rl.report import plots
 from trace_rl.report.markup import ci, esc, img, num, signed, table
 from trace_rl.report.sections import Context
@@ -47,6 +47,8 @@ def comparison_html(comp: Comparison) -> str:
     ]
     out.append(family_html(arms))
     out.extend(guard_html(arm.details["guard"]) for arm in arms if isinstance(arm.details.get("guard"), dict))
+    if comp.targeted:
+        out.append(targeted_html(comp.targeted))
     p1 = [arm.at(1) for arm in arms]
     out.append(
         img(
@@ -89,6 +91,23 @@ def guard_html(guard: dict[str, Any]) -> str:
     )
 
 
+def targeted_html(rows: list[TargetedRow]) -> str:
+    """Each adapter alone: its paired Δ pass^1 over base on its own families against the other families."""
+    headers = ["adapter", "own families", "Δ own", "Δ others"]
+
+    def cell(r: PassKRow) -> str:
+        return (
+            f"{signed(r.value)}<div class='ci'>{ci(r.low, r.high)} · {r.tasks} tasks</div>"
+            if r.value is not None
+            else "–"
+        )
+
+    body = [[esc(r.adapter), esc(", ".join(r.own_families)), cell(r.own), cell(r.others)] for r in rows]
+    intro = "<p>Each adapter alone on these tasks (single best, select=test): paired Δ pass^1 over base on the task "
+    intro += "families its environment's evidence came from, and on the rest.</p>"
+    return "<h3>Targeted: own families against the rest</h3>" + intro + table(headers, body, cls="comparison")
+
+
 def family_html(arms: list[Any]) -> str:
     """pass^1 per task family and arm, with each arm's paired Δ to base on that family ("" without families)."""
     families = sorted({row.family for arm in arms for row in arm.by_family})
@@ -110,4 +129,4 @@ def family_html(arms: list[Any]) -> str:
     return "<h3>Per task family</h3>" + table(headers, rows, cls="comparison")
 
 
-__all__ = ["comparison_html", "comparison_section", "family_html", "guard_html"]
+__all__ = ["comparison_html", "comparison_section", "family_html", "guard_html", "targeted_html"]

@@ -83,12 +83,15 @@ def run(ctx: EvalContext) -> ArmEntry:
             "leaks_test": how.select == "test",
         }
     }
-    return adapter_arm(
-        ctx,
-        NAME,
-        best,
-        adapters[best],
-        ctx.adapter_budget(best),
-        f"The single capability adapter '{best}' for every task (chosen by {how.select}).",
-        details,
-    )
+    description = f"The single capability adapter '{best}' for every task (chosen by {how.select})."
+    if how.select == "test":  # its selection episodes are the arm's: the same tasks, trials and seeds
+        budget = ctx.adapter_budget(best)
+        return ArmEntry(
+            name=NAME,
+            relpath=EvaluateLayout.single_best(how.select, best),
+            budget=budget.rollouts,
+            adapters=[best],
+            description=description,
+            details={**details, "budget": budget.as_dict()},
+        )
+    return adapter_arm(ctx, NAME, best, adapters[best], ctx.adapter_budget(best), description, details)
