@@ -63,6 +63,40 @@ def route_counts(ctx: EvalContext, relpath: str) -> dict[str, int]:
     return counts
 
 
+def routed_arm(
+    ctx: EvalContext,
+    name: str,
+    relpath: str,
+    spec: RouterSpec,
+    budgets: dict[str, Any],
+    *,
+    adapters: list[str],
+    route_calls: int,
+    description: str,
+    details: dict[str, Any] | None = None,
+) -> ArmEntry:
+    """A routed arm's entry: budget = the sum over the adapters' budgets; details: where its episodes went, the
+    router's calls, each adapter's budget, the router (and the arm's own `details`)."""
+    return ArmEntry(
+        name=name,
+        relpath=relpath,
+        budget=sum(b.rollouts for b in budgets.values()),
+        adapters=adapters,
+        description=description,
+        details={
+            "routes": route_counts(ctx, relpath),
+            "route_calls": route_calls,
+            "adapter_budgets": {n: b.as_dict() for n, b in budgets.items()},
+            "router": {
+                "labels": dict(zip(spec.labels, spec.names, strict=True)),
+                "base_model": spec.base_model,
+                "file": str(ctx.run.router) if ctx.run.router.exists() else None,
+            },
+            **(details or {}),
+        },
+    )
+
+
 def run(ctx: EvalContext) -> ArmEntry:
     spec = trace_spec(ctx)
     names = [n for n in spec.names if n != BASE]
@@ -78,23 +112,16 @@ def run(ctx: EvalContext) -> ArmEntry:
     claim(ctx, relpath, identity)
     routed = RoutedClient(ctx.client, build_router(ctx, spec), allowed=set(spec.names))
     ctx.evaluate(NAME, relpath, router=routed, metadata={"arm": NAME})
-    out = ArmEntry(
-        name=NAME,
-        relpath=relpath,
-        budget=sum(b.rollouts for b in budgets.values()),
+    out = routed_arm(
+        ctx,
+        NAME,
+        relpath,
+        spec,
+        budgets,
         adapters=names,
+        route_calls=routed.route_calls,
         description="Routed adapters: the frozen base model picks one adapter (or base) per task from the first user "
         "message; that adapter serves the whole episode.",
-        details={
-            "routes": route_counts(ctx, relpath),
-            "route_calls": routed.route_calls,
-            "adapter_budgets": {n: b.as_dict() for n, b in budgets.items()},
-            "router": {
-                "labels": dict(zip(spec.labels, spec.names, strict=True)),
-                "base_model": spec.base_model,
-                "file": str(ctx.run.router) if ctx.run.router.exists() else None,
-            },
-        },
     )
     if ctx.ecfg.curve.enabled:
         out.curve.extend(capability_curve(ctx, spec, names, identity, budgets))

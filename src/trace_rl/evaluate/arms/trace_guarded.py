@@ -17,7 +17,7 @@ from trace_rl.artifacts.evaluation import ArmEntry
 from trace_rl.artifacts.layout import EvaluateLayout
 from trace_rl.artifacts.router import BASE
 from trace_rl.evaluate.arms.common import adapter_stamp, claim
-from trace_rl.evaluate.arms.trace import build_router, route_counts, trace_spec
+from trace_rl.evaluate.arms.trace import build_router, routed_arm, trace_spec
 from trace_rl.evaluate.episodes import ArmSkipped, EvalContext, RoutedClient
 from trace_rl.evaluate.guard import judge
 
@@ -84,17 +84,17 @@ def run(ctx: EvalContext) -> ArmEntry:
     ctx.evaluate(NAME, relpath, router=routed, metadata={"arm": NAME})
     budgets = {n: ctx.adapter_budget(n) for n in names}
     spent = 2 * len(tasks) * guard.trials
-    return ArmEntry(
-        name=NAME,
-        relpath=relpath,
-        budget=sum(b.rollouts for b in budgets.values()),
+    return routed_arm(
+        ctx,
+        NAME,
+        relpath,
+        spec,
+        budgets,
         adapters=kept,
+        route_calls=routed.route_calls + routed_train.route_calls,
         description="TRACE's router over every adapter; a task routed to an adapter that did worse than base on the "
         "train tasks routed to it is served by the base model.",
         details={
-            "routes": route_counts(ctx, relpath),
-            "route_calls": routed.route_calls + routed_train.route_calls,
-            "adapter_budgets": {n: b.as_dict() for n, b in budgets.items()},
             "guard": {
                 **guard.model_dump(mode="json"),
                 "train_tasks": len(tasks),
