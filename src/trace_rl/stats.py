@@ -29,7 +29,7 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     return math.comb(c, k) / math.comb(n, k)
 
 
-def _quantile(sorted_values: list[float], q: float) -> float:
+def quantile(sorted_values: list[float], q: float) -> float:
     """Linear-interpolation quantile of an ascending list (numpy's default method)."""
     pos = q * (len(sorted_values) - 1)
     lo = math.floor(pos)
@@ -49,7 +49,7 @@ def bootstrap_ci(
     n = len(values)
     means = sorted(sum(values[i] for i in rng.choices(range(n), k=n)) / n for _ in range(samples))
     alpha = (1.0 - level) / 2
-    return _quantile(means, alpha), _quantile(means, 1.0 - alpha)
+    return quantile(means, alpha), quantile(means, 1.0 - alpha)
 
 
 @dataclass
@@ -138,10 +138,14 @@ class GroupSummary:
                 "unplanned": self.extra,
             },
             "successes": self.successes,
-            "success_rate": _num(self.success_rate),
-            "mean_reward": _num(self.mean_reward),
+            "success_rate": finite_or_none(self.success_rate),
+            "mean_reward": finite_or_none(self.mean_reward),
             "pass_k": {
-                str(p.k): {"value": _num(p.value), "ci95": [_num(p.low), _num(p.high)], "tasks": p.tasks}
+                str(p.k): {
+                    "value": finite_or_none(p.value),
+                    "ci95": [finite_or_none(p.low), finite_or_none(p.high)],
+                    "tasks": p.tasks,
+                }
                 for p in self.pass_k
             },
             "terminations": dict(self.terminations),
@@ -152,8 +156,9 @@ class GroupSummary:
         }
 
 
-def _num(x: float) -> float | None:
-    return None if math.isnan(x) else round(x, 6)
+def finite_or_none(x: float | None) -> float | None:
+    """x rounded for JSON, or None where it is missing or NaN."""
+    return None if x is None or math.isnan(x) else round(x, 6)
 
 
 def summarize(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trace_rl.artifacts.evaluation import ARM_LABELS, ArmResult, Comparison, FamilyRow, PassKRow
-from trace_rl.stats import GroupSummary, _quantile, pass_hat_k, summarize
+from trace_rl.stats import GroupSummary, finite_or_none, pass_hat_k, quantile, summarize
 from trace_rl.tracking import Tracker
 
 
@@ -31,6 +31,16 @@ class PairedDiff:
     low: float
     high: float
     tasks: int
+
+    def row(self, k: int) -> PassKRow:
+        """This difference as a pass^k row of the comparison (NaN becomes null)."""
+        return PassKRow(
+            k=k,
+            value=finite_or_none(self.value),
+            low=finite_or_none(self.low),
+            high=finite_or_none(self.high),
+            tasks=self.tasks,
+        )
 
 
 def paired_bootstrap(
@@ -49,16 +59,12 @@ def paired_bootstrap(
     rng = random.Random(seed)
     means = sorted(sum(diffs[i] for i in rng.choices(range(n), k=n)) / n for _ in range(samples))
     alpha = (1.0 - level) / 2
-    return PairedDiff(mean, _quantile(means, alpha), _quantile(means, 1.0 - alpha), n)
+    return PairedDiff(mean, quantile(means, alpha), quantile(means, 1.0 - alpha), n)
 
 
 def per_task_pass_k(group: GroupSummary, k: int) -> dict[str, float]:
     """task id -> pass^k estimate, for tasks with at least k scored trials."""
     return {o.task_id: pass_hat_k(o.scored, o.successes, k) for o in group.outcomes if o.scored >= k}
-
-
-def _num(x: float) -> float | None:
-    return None if x is None or math.isnan(x) else round(x, 6)
 
 
 def diff_rows(
@@ -72,7 +78,7 @@ def diff_rows(
         d = paired_bootstrap(
             [mine[t] for t in common], [theirs[t] for t in common], samples=samples, seed=seed, level=level
         )
-        rows.append(PassKRow(k=k, value=_num(d.value), low=_num(d.low), high=_num(d.high), tasks=d.tasks))
+        rows.append(d.row(k))
     return rows
 
 
@@ -96,7 +102,7 @@ def family_rows(
             mine = {t: v for t, v in per_task_pass_k(arm, k).items() if families.get(t) == family}
             tasks = max(tasks, len(mine))
             own = paired_bootstrap(list(mine.values()), [0.0] * len(mine), samples=samples, seed=seed, level=level)
-            pass_k.append(PassKRow(k=k, value=_num(own.value), low=_num(own.low), high=_num(own.high), tasks=own.tasks))
+            pass_k.append(own.row(k))
             if base is None or base is arm:
                 continue
             theirs = per_task_pass_k(base, k)
@@ -104,7 +110,7 @@ def family_rows(
             d = paired_bootstrap(
                 [mine[t] for t in common], [theirs[t] for t in common], samples=samples, seed=seed, level=level
             )
-            diffs.append(PassKRow(k=k, value=_num(d.value), low=_num(d.low), high=_num(d.high), tasks=d.tasks))
+            diffs.append(d.row(k))
         rows.append(FamilyRow(family=family, tasks=tasks, pass_k=pass_k, diff_to_base=diffs))
     return rows
 
@@ -142,7 +148,10 @@ def arm_result(
 ) -> ArmResult:
     """An arm's row of `evaluate/comparison.json`."""
     pass_k = [
-        PassKRow(k=p.k, value=_num(p.value), low=_num(p.low), high=_num(p.high), tasks=p.tasks) for p in group.pass_k
+        PassKRow(
+            k=p.k, value=finite_or_none(p.value), low=finite_or_none(p.low), high=finite_or_none(p.high), tasks=p.tasks
+        )
+        for p in group.pass_k
     ]
     diffs = (
         []
@@ -156,7 +165,7 @@ def arm_result(
             "infra": group.infra,
             "missing": group.missing,
         },
-        "success_rate": _num(group.success_rate),
+        "success_rate": finite_or_none(group.success_rate),
         "terminations": dict(group.terminations),
         "tokens": {"prompt": group.prompt_tokens, "completion": group.completion_tokens, "calls": group.model_calls},
         **(details or {}),
@@ -167,7 +176,7 @@ def arm_result(
         description=description,
         pass_k=pass_k,
         diff_to_base=diffs,
-        mean_reward=_num(group.mean_reward),
+        mean_reward=finite_or_none(group.mean_reward),
         episodes=group.scored,
         rollout_budget=max(0, int(budget)),
         adapters=list(adapters or []),

@@ -67,13 +67,14 @@ def judge(
 ) -> list[AdapterVerdict]:
     """One verdict per adapter, from episode records keyed by episode id (the same ids in both: task and trial)."""
     pairs: dict[str, dict[str, list[tuple[float, float]]]] = {a: {} for a in adapters}
-    for key, mine in routed.items():
-        other = base.get(key)
-        name = route_of(mine)
-        if name not in pairs or not (_scored(mine) and _scored(other)):
+    for key, routed_record in routed.items():
+        base_record = base.get(key)
+        name = route_of(routed_record)
+        if name not in pairs or not (_scored(routed_record) and _scored(base_record)):
             continue
-        task = str(mine.get("task_id"))
-        pairs[name].setdefault(task, []).append((_score(mine, guard.score), _score(other, guard.score)))  # type: ignore[arg-type]
+        task = str(routed_record.get("task_id"))
+        scores = (_score(routed_record, guard.score), _score(base_record, guard.score))  # type: ignore[arg-type]
+        pairs[name].setdefault(task, []).append(scores)
     verdicts = []
     for name in adapters:
         per_task = pairs[name]
@@ -83,9 +84,9 @@ def judge(
             reason = f"no train task routed to it; {what}"
             verdicts.append(AdapterVerdict(name, 0, 0, None, None, None, None, None, kept, reason))
             continue
-        mine = [sum(a for a, _ in v) / len(v) for v in per_task.values()]
-        other = [sum(b for _, b in v) / len(v) for v in per_task.values()]
-        diff: PairedDiff = paired_bootstrap(mine, other, samples=samples, seed=seed, level=level)
+        adapter_means = [sum(a for a, _ in v) / len(v) for v in per_task.values()]
+        base_means = [sum(b for _, b in v) / len(v) for v in per_task.values()]
+        diff: PairedDiff = paired_bootstrap(adapter_means, base_means, samples=samples, seed=seed, level=level)
         kept = diff.value >= guard.min_delta
         sign = "≥" if kept else "<"
         reason = f"{guard.score} {diff.value:+.3f} vs base on {len(per_task)} routed train tasks"
@@ -95,8 +96,8 @@ def judge(
                 adapter=name,
                 tasks=len(per_task),
                 episodes=sum(len(v) for v in per_task.values()),
-                adapter_score=sum(mine) / len(mine),
-                base_score=sum(other) / len(other),
+                adapter_score=sum(adapter_means) / len(adapter_means),
+                base_score=sum(base_means) / len(base_means),
                 delta=diff.value,
                 low=diff.low,
                 high=diff.high,

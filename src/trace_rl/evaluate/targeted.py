@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from trace_rl.artifacts.environments import read_env_spec
 from trace_rl.artifacts.evaluation import PassKRow, TargetedRow
 from trace_rl.artifacts.store import RunDir
-from trace_rl.evaluate.compare import _num, paired_bootstrap, per_task_pass_k
+from trace_rl.evaluate.compare import paired_bootstrap, per_task_pass_k
 from trace_rl.stats import GroupSummary
 
 
@@ -31,7 +31,7 @@ def own_families(run: RunDir, adapter: str, train_families: Mapping[str, str]) -
 def _diff(mine: dict[str, float], base: dict[str, float], tasks: list[str], **boot: float | int) -> PassKRow:
     common = [t for t in tasks if t in mine and t in base]
     d = paired_bootstrap([mine[t] for t in common], [base[t] for t in common], **boot)  # type: ignore[arg-type]
-    return PassKRow(k=1, value=_num(d.value), low=_num(d.low), high=_num(d.high), tasks=d.tasks)
+    return d.row(1)
 
 
 def targeted_rows(

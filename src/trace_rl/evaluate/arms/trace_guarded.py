@@ -63,9 +63,11 @@ def run(ctx: EvalContext) -> ArmEntry:
         shared=True,
     )
     e = ctx.ecfg
+    routed_records = ctx.store(files["trace"], shared=True).latest()
+    base_records = ctx.store(files[BASE], shared=True).latest()
     verdicts = judge(
-        ctx.store(files["trace"], shared=True).latest(),
-        ctx.store(files[BASE], shared=True).latest(),
+        routed_records,
+        base_records,
         names,
         guard,
         samples=e.samples,
@@ -83,7 +85,7 @@ def run(ctx: EvalContext) -> ArmEntry:
     )
     ctx.evaluate(NAME, relpath, router=routed, metadata={"arm": NAME})
     budgets = {n: ctx.adapter_budget(n) for n in names}
-    spent = 2 * len(tasks) * guard.trials
+    spent = len(routed_records) + len(base_records)  # one per task and trial, counted from the files
     return routed_arm(
         ctx,
         NAME,
