@@ -353,7 +353,7 @@ class EvaluateStage:
             ctx.echo(by_family)
         episodes = {a.name: a.details.get("episodes", {}) for a in comparison.arms}
         incomplete = [name for name, c in episodes.items() if c.get("infra") or c.get("missing")]
-        ctx.echo(f"comparison: {ctx.run.comparison}")
+        ctx.echo(f"comparison: {ctx.run.evaluation(section.out).comparison}")
         if incomplete:
             raise StageFailed(f"incomplete arms: {', '.join(incomplete)}; rerun the same command to finish them")
         return comparison
