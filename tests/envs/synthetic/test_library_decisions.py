@@ -68,7 +68,7 @@ def test_each_decision_validates_and_the_capability_is_necessary(tmp_path, libra
     assert report.ok and report.sensitivity == 1.0, report.feedback()
     for check in report.checks:
         assert check.gold_reward == 1.0 and check.ablated_reward is not None and check.ablated_reward < 1.0
-    task = env.make_task(0)
+    task = own_task(env)
     case = Case.of(task)
     history = task.initial_state.message_history
     assert case.kind == decision and case.history == len(history)
@@ -90,6 +90,12 @@ def test_each_decision_validates_and_the_capability_is_necessary(tmp_path, libra
         assert member.confirmed == {0} and member.pending()[0] == 1  # caught up with the history
     else:
         assert history[-1]["role"] == "tool" and not history[-1]["error"]
+
+
+def own_task(env: CapabilityEnvironment, start: int = 0):
+    """The first task from seed `start` on that is not one of its decision's contrast tasks (catalog questions)."""
+    contrast = {f for name in env.spec.generator.params["decisions"] for f in DECISIONS[name].contrast}
+    return next(t for t in (env.make_task(s) for s in range(start, start + 40)) if t.metadata["family"] not in contrast)
 
 
 def test_tasks_are_deterministic_and_never_target_worlds(tmp_path, library):
@@ -123,7 +129,7 @@ def call(name: str, **arguments) -> Message:
 
 def test_judges_grade_partial_and_wrong_moves(tmp_path, library):
     confirm = build(tmp_path, library, "confirm_before_change")
-    task = confirm.make_task(0)
+    task = own_task(confirm)
     e = Case.of(task).expected
     write = call(e["write"]["name"], **e["write"]["arguments"])
     asked = say(confirmation_text(confirm_request(task)))
@@ -269,6 +275,25 @@ def test_identify_first_has_catalog_questions_where_identifying_is_wrong(tmp_pat
     query = task.evaluation_criteria.actions[0].arguments["query"]
     assert score(env, task, call("search_catalog", query=f'"{query}"')).success
     assert score(env, task, call("find_member_by_email", email="a@b.c")).reward == 0.0
+
+
+def test_confirm_before_change_has_catalog_questions_where_asking_is_wrong(tmp_path, library):
+    """Trained only on account requests opened after their reads, a confirmation adapter asked "Shall I go ahead?" on
+    catalog questions (measured: lookups 48.3 → 3.3 % on the target). A quarter of its tasks are catalog questions
+    opened at the same place, after the read, whose right move is the answer from the record."""
+    env = build(tmp_path, library, "confirm_before_change")
+    tasks = [env.make_task(s) for s in range(40)]
+    contrast = [t for t in tasks if t.metadata["family"] == "lookup_answer"]
+    assert 4 <= len(contrast) <= 18 and len(contrast) < len(tasks)
+    task = contrast[0]
+    history = task.initial_state.message_history
+    assert [c["name"] for m in history for c in m.get("tool_calls") or []] == ["search_catalog"]
+    assert history[-1]["role"] == "tool" and not history[-1]["error"]
+    value = Case.of(task).expected["value"]
+    assert score(env, task, say(f"It is {value}.")).success
+    asked = say(f"I will check out the book with {value} for you. Shall I go ahead?")
+    assert score(env, task, asked).reward == 0.0  # a yes/no question where nothing was asked to change
+    assert score(env, task, say("It is a fine book.")).reward == 0.0
 
 
 def test_identify_first_is_made_once(tmp_path, library):

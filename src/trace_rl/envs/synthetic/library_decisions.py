@@ -12,7 +12,8 @@ The decisions (history → the right move):
   tool, and made once (a repeat halves the score); a quarter of its tasks are catalog questions (the contrast), whose
   right move is the catalog search and not an identification.
 - `confirm_before_change` (authenticated_write, copy_selection, multi_step): the reads before the first write → a
-  yes/no question naming that change, with no write before it.
+  yes/no question naming that change, with no write before it; a quarter of its tasks are catalog questions opened
+  at the same place, after the read (the contrast), whose right move is the answer from the record and no question.
 - `quote_blocking_value` (precondition_refusal): every gold read → no write, and a reply quoting the value that blocks
   the request.
 - `choose_lendable_copy` (copy_selection): the reads before the check out → the first copy id named (in a reply or a
@@ -113,6 +114,9 @@ def judge_identify_first(case: Case, moves: list[Message]) -> float:
 
 
 def judge_confirm_before_change(case: Case, moves: list[Message]) -> float:
+    if "value" in case.expected:  # the contrast: nothing to change, so the answer and no yes/no question
+        first = _first_text(moves)
+        return 0.0 if first is not None and is_confirmation(first[1]) else judge_answer_from_record(case, moves)
     text = _first_text(moves)
     write = _first_write(moves)
     if text is None or (write is not None and write < text[0]):
@@ -194,6 +198,8 @@ def moves(case: Case) -> tuple[list[Message], list[Message]]:
             wrong = _call("get_member_details", {"member_id": e["call"]["arguments"]["email"]})
         return [_call(e["call"]["name"], e["call"]["arguments"])], [wrong]
     if case.kind == "confirm_before_change":
+        if "value" in e:  # a catalog question: asking for a yes is the wrong move
+            return [_say(f"{e['value']}.")], [_say("I will check out this book for you. Shall I go ahead?")]
         write = e["write"]
         return [_say(confirmation_text(Request.model_validate(e["request"])))], [
             _call(write["name"], write["arguments"])
@@ -260,7 +266,9 @@ def _key(value: Any) -> str:
 def expect_confirm(task: Task, gold: list[Action], results: list[dict[str, Any]]) -> tuple[int, dict] | None:
     writes = _writes(gold)
     if not writes:
-        return None
+        # the contrast: a catalog question after its read, where the right move is the answer, not a question
+        catalog = len(gold) == 1 and gold[0].name == "search_catalog"
+        return expect_answer(task, gold, results) if catalog else None
     first = gold[writes[0]]
     return writes[0], {"request": _requests(task)[0], "write": {"name": first.name, "arguments": first.arguments}}
 
@@ -358,6 +366,7 @@ DECISIONS: dict[str, Decision] = {
             ("authenticated_write", "copy_selection", "multi_step"),
             expect_confirm,
             judge_confirm_before_change,
+            contrast=("lookup_answer",),
             definition=(
                 "Before a change to an account the agent asks the member a yes/no question naming that change and "
                 "makes no write before the yes. Lacking when a write comes before any such question, or the question "
