@@ -279,13 +279,21 @@ def test_identify_first_has_catalog_questions_where_identifying_is_wrong(tmp_pat
 
 def test_confirm_before_change_has_catalog_questions_where_asking_is_wrong(tmp_path, library):
     """Trained only on account requests opened after their reads, a confirmation adapter asked "Shall I go ahead?" on
-    catalog questions (measured: lookups 48.3 → 3.3 % on the target). A quarter of its tasks are catalog questions
-    opened at the same place, after the read, whose right move is the answer from the record."""
+    catalog questions and identified members nobody named (measured: lookups 48.3 → 3.3 % on the target). A quarter
+    of its tasks are catalog questions: half open at the opening, where the right move is the search, half after the
+    read, where it is the answer from the record."""
     env = build(tmp_path, library, "confirm_before_change")
-    tasks = [env.make_task(s) for s in range(40)]
+    tasks = [env.make_task(s) for s in range(60)]
     contrast = [t for t in tasks if t.metadata["family"] == "lookup_answer"]
-    assert 4 <= len(contrast) <= 18 and len(contrast) < len(tasks)
-    task = contrast[0]
+    assert 6 <= len(contrast) <= 27 and len(contrast) < len(tasks)
+    opening = [t for t in contrast if len(t.initial_state.message_history) == 1]
+    after_read = [t for t in contrast if len(t.initial_state.message_history) > 1]
+    assert opening and after_read
+    task = opening[0]
+    query = task.evaluation_criteria.actions[0].arguments["query"]
+    assert score(env, task, call("search_catalog", query=f'"{query}"')).success
+    assert score(env, task, call("find_member_by_email", email="a@b.c")).reward == 0.0
+    task = after_read[0]
     history = task.initial_state.message_history
     assert [c["name"] for m in history for c in m.get("tool_calls") or []] == ["search_catalog"]
     assert history[-1]["role"] == "tool" and not history[-1]["error"]
@@ -319,7 +327,7 @@ def test_a_single_decision_environment_hints_its_own_move_and_calibration_hints_
     env = build(tmp_path, library, "confirm_before_change")
     assert env.spec.hint.text == DECISIONS["confirm_before_change"].hint
     assert env.spec.hint.text in env.system_prompt(hinted=True) and env.spec.hint.text not in env.system_prompt()
-    seeds = [0, 1, 2]
+    seeds = [s for s in range(20) if env.make_task(s).metadata["family"] != "lookup_answer"][:3]  # not contrasts
     right = {}
     for seed in seeds:
         task = env.make_task(seed)

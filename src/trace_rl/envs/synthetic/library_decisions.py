@@ -12,8 +12,9 @@ The decisions (history → the right move):
   tool, and made once (a repeat halves the score); a quarter of its tasks are catalog questions (the contrast), whose
   right move is the catalog search and not an identification.
 - `confirm_before_change` (authenticated_write, copy_selection, multi_step): the reads before the first write → a
-  yes/no question naming that change, with no write before it; a quarter of its tasks are catalog questions opened
-  at the same place, after the read (the contrast), whose right move is the answer from the record and no question.
+  yes/no question naming that change, with no write before it; a quarter of its tasks are catalog questions (the
+  contrast), half of them opened at the opening (the right move: the catalog search, no identification) and half
+  after the read (the right move: the answer from the record, no question).
 - `quote_blocking_value` (precondition_refusal): every gold read → no write, and a reply quoting the value that blocks
   the request.
 - `choose_lendable_copy` (copy_selection): the reads before the check out → the first copy id named (in a reply or a
@@ -114,7 +115,9 @@ def judge_identify_first(case: Case, moves: list[Message]) -> float:
 
 
 def judge_confirm_before_change(case: Case, moves: list[Message]) -> float:
-    if "value" in case.expected:  # the contrast: nothing to change, so the answer and no yes/no question
+    if "call" in case.expected:  # the contrast at a catalog question's opening: the search
+        return judge_identify_first(case, moves)
+    if "value" in case.expected:  # the contrast after its read: nothing to change, so the answer and no question
         first = _first_text(moves)
         return 0.0 if first is not None and is_confirmation(first[1]) else judge_answer_from_record(case, moves)
     text = _first_text(moves)
@@ -198,7 +201,11 @@ def moves(case: Case) -> tuple[list[Message], list[Message]]:
             wrong = _call("get_member_details", {"member_id": e["call"]["arguments"]["email"]})
         return [_call(e["call"]["name"], e["call"]["arguments"])], [wrong]
     if case.kind == "confirm_before_change":
-        if "value" in e:  # a catalog question: asking for a yes is the wrong move
+        if "call" in e:  # a catalog question's opening: identifying the member is the wrong move
+            return [_call(e["call"]["name"], e["call"]["arguments"])], [
+                _call("find_member_by_email", {"email": "member@example.com"})
+            ]
+        if "value" in e:  # a catalog question after its read: asking for a yes is the wrong move
             return [_say(f"{e['value']}.")], [_say("I will check out this book for you. Shall I go ahead?")]
         write = e["write"]
         return [_say(confirmation_text(Request.model_validate(e["request"])))], [
@@ -266,9 +273,14 @@ def _key(value: Any) -> str:
 def expect_confirm(task: Task, gold: list[Action], results: list[dict[str, Any]]) -> tuple[int, dict] | None:
     writes = _writes(gold)
     if not writes:
-        # the contrast: a catalog question after its read, where the right move is the answer, not a question
-        catalog = len(gold) == 1 and gold[0].name == "search_catalog"
-        return expect_answer(task, gold, results) if catalog else None
+        # the contrast: a catalog question, where neither an identification nor a yes/no question is the right move.
+        # Trained after the reads only, an adapter still identified a member at the opening of catalog questions
+        # (measured on the target), so half of them open there and half after the read (drawn from the world seed).
+        if not (len(gold) == 1 and gold[0].name == "search_catalog"):
+            return None
+        if random.Random(f"trace-rl/decisions/contrast/{task.metadata.get('world_seed')}").random() < 0.5:
+            return expect_identify(task, gold, results)
+        return expect_answer(task, gold, results)
     first = gold[writes[0]]
     return writes[0], {"request": _requests(task)[0], "write": {"name": first.name, "arguments": first.arguments}}
 
