@@ -38,6 +38,9 @@ def library_run(tmp_path: Path) -> RunDir:
     evidence = Evidence(cap, tasks=[t for t in domain.tasks("train") if t.metadata["family"] == "multi_step"][:2])
     spec, why = target_spec(evidence, cap.name, env_cfg, domain, SynthesizeConfig(train_seeds=12, test_seeds=6))
     assert spec is not None, why
+    # one decision without contrast tasks: every held-out task is a multi-request message (confirm_before_change
+    # would add catalog questions, which a router keyed on the opening cannot tell from the lookups)
+    spec.generator.params["decisions"] = {"finish_every_request": 1.0}
     write_env_spec(run.env(cap.name), spec)
     assert load_capability_env(run.root / "envs" / cap.name).tasks("test")
     for name in ("lookup_answer", "multi_step_completion"):
