@@ -194,18 +194,16 @@ def confirmation_text(request: Request) -> str:
 def moves(case: Case) -> tuple[list[Message], list[Message]]:
     """(the right move, a move without the capability) for the decision of `case`."""
     e = case.expected
+    if e.get("call", {}).get("name") == "search_catalog":  # a catalog question's opening (a contrast of either
+        # identify_first or confirm_before_change): identifying the member is the wrong move
+        return [_call("search_catalog", e["call"]["arguments"])], [
+            _call("find_member_by_email", {"email": "member@example.com"})
+        ]
     if case.kind == "identify_first":
-        if e["call"]["name"] == "search_catalog":  # a catalog question: identifying the member is the wrong move
-            wrong = _call("find_member_by_email", {"email": "member@example.com"})
-        else:
-            wrong = _call("get_member_details", {"member_id": e["call"]["arguments"]["email"]})
+        wrong = _call("get_member_details", {"member_id": e["call"]["arguments"]["email"]})
         return [_call(e["call"]["name"], e["call"]["arguments"])], [wrong]
     if case.kind == "confirm_before_change":
-        if "call" in e:  # a catalog question's opening: identifying the member is the wrong move
-            return [_call(e["call"]["name"], e["call"]["arguments"])], [
-                _call("find_member_by_email", {"email": "member@example.com"})
-            ]
-        if "value" in e:  # a catalog question after its read: asking for a yes is the wrong move
+        if "value" in e:  # a catalog question after its read (a contrast): asking for a yes is the wrong move
             return [_say(f"{e['value']}.")], [_say("I will check out this book for you. Shall I go ahead?")]
         write = e["write"]
         return [_say(confirmation_text(Request.model_validate(e["request"])))], [
