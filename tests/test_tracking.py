@@ -92,7 +92,7 @@ def test_tiny_grpo_run_logs_its_curves_to_a_local_trackio_project(tiny_dir, toke
 
 
 def test_trackio_tracker_logs_calibration_and_evaluation_tables(tmp_path, trackio_dir):
-    from trace_rl.artifacts.evaluation import ArmResult, Comparison, PassKRow
+    from trace_rl.artifacts.evaluation import ArmDifference, ArmResult, Comparison, PassKRow
     from trace_rl.evaluate.compare import log_comparison
     from trace_rl.synthesize.calibrate import CalibrationResult, log_calibration
 
@@ -119,6 +119,7 @@ def test_trackio_tracker_logs_calibration_and_evaluation_tables(tmp_path, tracki
                 episodes=6,
             ),
         ],
+        trace_versus=[ArmDifference(arm="gepa", rows=[PassKRow(k=1, value=0.125, tasks=3)])],
     )
     log_comparison(evaluation, comparison)
     evaluation.finish()
@@ -131,6 +132,7 @@ def test_trackio_tracker_logs_calibration_and_evaluation_tables(tmp_path, tracki
     assert rows[1]["calibration/lookup/accepted"] == 1.0 and rows[0]["calibration/lookup/pass_at_k/2"] == 0.75
     logged = {k: v for row in storage.get_logs("unit", "evaluate") for k, v in row.items()}
     assert logged["step"] == 0 and logged["evaluate/trace/pass^1"] == 0.75 and logged["evaluate/trace/diff^1"] == 0.25
+    assert logged["evaluate/trace_minus_gepa/diff^1"] == 0.125
     table = logged["evaluate/comparison"]
     assert table["_type"] == "trackio.table"
     assert [(r["arm"], r["k"], r["pass_k"]) for r in table["_value"]] == [("base", 1, 0.5), ("trace", 1, 0.75)]

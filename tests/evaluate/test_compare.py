@@ -131,3 +131,32 @@ def test_per_family_pass_k_and_paired_difference_by_hand() -> None:
         and "| b | 1 | 100.0 [100.0, 100.0] | 0.0 [0.0, 0.0] | -100.0 [-100.0, -100.0] |" in table
     )
     assert family_table([arm_result("trace", arm, base, **common)]) == ""  # tasks without families: no table
+
+
+def test_trace_against_each_other_arm_is_paired_by_hand() -> None:
+    # trace: t1 3/3, t2 1/3; grpo_target: t1 1/3, t2 1/3; gepa: t1 3/3, t2 3/3
+    # TRACE − GRPO pass^1: (1 − 1/3 + 0)/2 = 1/3; pass^3: (1 − 0 + 0 − 0)/2 = 1/2
+    # TRACE − GEPA pass^1: (0 + 1/3 − 1)/2 = −1/3; pass^3: (0 + 0 − 1)/2 = −1/2
+    from trace_rl.evaluate.compare import trace_versus, versus_table
+
+    def group(successes: dict[str, list[bool]]):
+        return summarize_records(
+            _records("x", successes), "toy", "test", ["t1", "t2"], 3, samples=200, seed=0, level=0.95
+        )
+
+    base = group({"t1": [False] * 3, "t2": [False] * 3})
+    trace = group({"t1": [True] * 3, "t2": [True, False, False]})
+    grpo = group({"t1": [True, False, False], "t2": [False, True, False]})
+    gepa = group({"t1": [True] * 3, "t2": [True] * 3})
+    assert trace_versus({"base": base, "grpo_target": grpo}, 3, samples=200, seed=0, level=0.95) == []
+    diffs = trace_versus(
+        {"base": base, "trace": trace, "grpo_target": grpo, "gepa": gepa}, 3, samples=200, seed=0, level=0.95
+    )
+    assert [d.arm for d in diffs] == ["grpo_target", "gepa"]  # never base, never TRACE itself
+    grpo_diff, gepa_diff = diffs
+    assert grpo_diff.at(1).value == pytest.approx(1 / 3) and grpo_diff.at(3).value == pytest.approx(0.5)
+    assert gepa_diff.at(1).value == pytest.approx(-1 / 3) and gepa_diff.at(3).value == pytest.approx(-0.5)
+    assert gepa_diff.at(1).low <= -1 / 3 <= gepa_diff.at(1).high and gepa_diff.at(1).tasks == 2
+    table = versus_table(diffs, 3)
+    assert "| GRPO on target | +33.3 [" in table and "| GEPA (prompt optimisation) | −33.3" not in table
+    assert "| GEPA (prompt optimisation) | -33.3 [" in table

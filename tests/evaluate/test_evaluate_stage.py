@@ -93,6 +93,11 @@ def test_every_arm_with_budgets_and_curve(tmp_path: Path) -> None:
     assert ("grpo_target", 4 * 8) in curve and ("grpo_target", 56) in curve
     assert ("gepa", 27) in curve
     assert (run.root / "evaluate" / "summary.md").read_text().count("|") > 20
+    versus = {d.arm: d for d in comparison.trace_versus}  # TRACE − each baseline, paired, never base
+    assert list(versus) == ["grpo_target", "gepa", "single_best"]
+    for name, d in versus.items():
+        assert d.at(1).value == pytest.approx(arm["trace"].at(1).value - arm[name].at(1).value)
+    assert "TRACE against each other arm" in (run.root / "evaluate" / "summary.md").read_text()
 
     # a rerun finds everything done: no episode, no training, no GEPA
     again = AdapterPolicy(outcome)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from trace_rl.artifacts.evaluation import Comparison, Estimate, RoutingAccuracy
+from trace_rl.artifacts.evaluation import ArmDifference, Comparison, Estimate, RoutingAccuracy
 from trace_rl.artifacts.store import RunDir
 from trace_rl.errors import UserError
 from trace_rl.report import plots
@@ -197,7 +197,10 @@ def test_every_evaluation_of_the_run_is_shown_with_the_guard_verdicts(tmp_path: 
     gain = PassKRow(k=1, value=0.25, low=0.1, high=0.4, tasks=20)
     loss = PassKRow(k=1, value=-0.125, low=-0.2, high=-0.05, tasks=80)
     targeted = [TargetedRow(adapter="drop_me", own_families=["lookup_answer"], own=gain, others=loss)]
-    Comparison(env="library", split="test", tasks=100, trials=3, arms=arms, targeted=targeted).save(beside.comparison)
+    versus = [ArmDifference(arm="grpo_target", rows=[PassKRow(k=1, value=0.075, low=0.01, high=0.14, tasks=100)])]
+    Comparison(
+        env="library", split="test", tasks=100, trials=3, arms=arms, targeted=targeted, trace_versus=versus
+    ).save(beside.comparison)
     section = parse(render_report(run)).sections["comparison"]
     assert "evaluate/" in section and "evaluate@range1/" in section
     assert section.index("evaluate/") < section.index("evaluate@range1/")
@@ -207,3 +210,4 @@ def test_every_evaluation_of_the_run_is_shown_with_the_guard_verdicts(tmp_path: 
     assert "40 target train tasks × 3 trials, 240 episodes" in section
     assert "own families against the rest" in section and "lookup_answer" in section
     assert "+0.250" in section and "-0.125" in section and "80 tasks" in section
+    assert "TRACE against each baseline" in section and "GRPO on target" in section and "+0.075" in section

@@ -173,6 +173,17 @@ class BudgetPoint(Schema):
     high: float | None = None
 
 
+class ArmDifference(Schema):
+    """TRACE against one other arm on the same tasks and trial seeds: `trace − arm` per k, paired over tasks (the
+    paper's claims are TRACE over GRPO on target and over GEPA, not only over base)."""
+
+    arm: str
+    rows: list[PassKRow] = Field(description="pass^k of TRACE minus pass^k of `arm`, per k, with intervals.")
+
+    def at(self, k: int) -> PassKRow | None:
+        return next((r for r in self.rows if r.k == k), None)
+
+
 class Comparison(Schema):
     """`evaluate/comparison.json`."""
 
@@ -189,6 +200,9 @@ class Comparison(Schema):
     budget_curve: list[BudgetPoint] = Field(default_factory=list)
     targeted: list[TargetedRow] = Field(
         default_factory=list, description="Each adapter's gain on its own families against the others (select=test)."
+    )
+    trace_versus: list[ArmDifference] = Field(
+        default_factory=list, description="TRACE minus each other arm but base (paired), when TRACE was evaluated."
     )
     notes: list[str] = Field(default_factory=list)
     created_at: float = 0.0
@@ -260,6 +274,7 @@ def write_episode_claims(evaluate: EvaluateLayout, claims: dict[str, dict[str, A
 __all__ = [
     "ARM_LABELS",
     "KNOWN_ARMS",
+    "ArmDifference",
     "ArmEntry",
     "ArmIndex",
     "ArmResult",

@@ -1,13 +1,15 @@
-"""pass^k per arm with bootstrap intervals over tasks, and paired differences to the base (docs/method-notes.md §6.2).
+"""pass^k per arm with bootstrap intervals over tasks, and paired differences to the base and from TRACE to every other
+arm (docs/method-notes.md §6.2).
 
 Every arm runs the same (task, trial) episodes with the same trial seeds, so arm and base are compared task by task:
 for each k the per-task estimate is C(c, k)/C(n, k) (τ²-bench pass^k, `rollout.metrics`), the difference per task is
 `arm − base` over the tasks both have ≥ k scored trials, and its interval is a percentile bootstrap that resamples
 those tasks (the same resampled tasks for both arms). Unpaired intervals would add the task-to-task spread twice.
+`trace_versus` takes the same paired difference `trace − arm` for each arm but base (GRPO on target, GEPA, …).
 
 `log_comparison` files the comparison with the run's tracker (`run.report_to`): scalars `evaluate/<arm>/pass^k`,
-`evaluate/<arm>/diff^k` (Δ to base) and `evaluate/<arm>/mean_reward`, and the table `evaluate/comparison` (one row
-per arm and k).
+`evaluate/<arm>/diff^k` (Δ to base), `evaluate/trace_minus_<arm>/diff^k` and `evaluate/<arm>/mean_reward`, and the
+table `evaluate/comparison` (one row per arm and k).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trace_rl.artifacts.evaluation import ARM_LABELS, ArmResult, Comparison, FamilyRow, PassKRow
+from trace_rl.artifacts.evaluation import ARM_LABELS, ArmDifference, ArmResult, Comparison, FamilyRow, PassKRow
 from trace_rl.stats import GroupSummary, finite_or_none, pass_hat_k, quantile, summarize
 from trace_rl.tracking import Tracker
 
@@ -80,6 +82,35 @@ def diff_rows(
         )
         rows.append(d.row(k))
     return rows
+
+
+def trace_versus(
+    groups: dict[str, GroupSummary], k_max: int, *, samples: int, seed: int, level: float
+) -> list[ArmDifference]:
+    """TRACE minus each other arm in `groups` (arm name -> summary) but base, paired as `diff_rows`; [] without
+    TRACE."""
+    trace = groups.get("trace")
+    if trace is None:
+        return []
+    return [
+        ArmDifference(arm=name, rows=diff_rows(trace, group, k_max, samples=samples, seed=seed, level=level))
+        for name, group in groups.items()
+        if name not in ("base", "trace")
+    ]
+
+
+def versus_table(differences: list[ArmDifference], k_max: int) -> str:
+    """TRACE minus each other arm as a Markdown table (points, paired 95% intervals); "" when there is none."""
+    if not differences:
+        return ""
+    ks = list(range(1, k_max + 1))
+    head = ["TRACE minus", *[f"Δ pass^{k} (paired)" for k in ks], "Tasks"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for d in differences:
+        first = d.at(1)
+        cells = [ARM_LABELS.get(d.arm, d.arm), *[_interval(d.at(k), signed=True) for k in ks]]
+        lines.append("| " + " | ".join([*cells, str(first.tasks if first else 0)]) + " |")
+    return "\n".join(lines)
 
 
 def family_rows(
@@ -281,6 +312,10 @@ def log_comparison(tracker: Tracker, comparison: Comparison, step: int | None = 
                 metrics[f"evaluate/{arm.name}/diff^{row.k}"] = row.value
         if arm.mean_reward is not None:
             metrics[f"evaluate/{arm.name}/mean_reward"] = arm.mean_reward
+    for d in comparison.trace_versus:
+        for row in d.rows:
+            if row.value is not None:
+                metrics[f"evaluate/trace_minus_{d.arm}/diff^{row.k}"] = row.value
     tracker.log(metrics, step=step)
     tracker.log_table("evaluate/comparison", comparison_rows(comparison), step=step)
 
@@ -297,4 +332,6 @@ __all__ = [
     "paired_bootstrap",
     "per_task_pass_k",
     "summarize_records",
+    "trace_versus",
+    "versus_table",
 ]

@@ -44,7 +44,15 @@ from trace_rl.envs.registry import load_domain
 from trace_rl.errors import UserError
 from trace_rl.evaluate.arms import ARMS_BY_NAME
 from trace_rl.evaluate.budget import AdapterBudget, Ledger, run_adapter_budget
-from trace_rl.evaluate.compare import arm_result, family_table, log_comparison, markdown_table, summarize_records
+from trace_rl.evaluate.compare import (
+    arm_result,
+    family_table,
+    log_comparison,
+    markdown_table,
+    summarize_records,
+    trace_versus,
+    versus_table,
+)
 from trace_rl.evaluate.episodes import STAGE, ArmSkipped, EvalContext, check_tasks
 from trace_rl.evaluate.targeted import own_families, targeted_markdown, targeted_rows
 from trace_rl.models.base import ModelClient
@@ -193,10 +201,10 @@ def compile_comparison(ctx: EvalContext, *, command: str | None = None) -> tuple
     base_out = outputs.get("base")
     base = _group(ctx, base_out.relpath, e.trials) if base_out else None
     families = {t.id: str(t.metadata["family"]) for t in ctx.tasks if t.metadata.get("family")}
-    arms = []
+    arms, groups = [], {}
     for name in [a for a in ARMS if a in outputs]:
         out = outputs[name]
-        group = base if name == "base" else _group(ctx, out.relpath, e.trials)
+        group = groups[name] = base if name == "base" else _group(ctx, out.relpath, e.trials)
         arms.append(
             arm_result(
                 name,
@@ -249,6 +257,7 @@ def compile_comparison(ctx: EvalContext, *, command: str | None = None) -> tuple
         arms=arms,
         budget_curve=sorted(curve, key=lambda p: (p.arm, p.budget)),
         targeted=targeted,
+        trace_versus=trace_versus(groups, e.trials, samples=e.samples, seed=e.bootstrap_seed, level=e.level),
         notes=notes,
         created_at=time.time(),
         details={
@@ -271,6 +280,9 @@ def write_outputs(ctx: EvalContext, comparison: Comparison, skipped: dict[str, s
     by_family = family_table(comparison.arms)
     if by_family:
         lines += ["Per task family (pass^1 %, paired Δ to base on the family's tasks):", "", by_family, ""]
+    if comparison.trace_versus:
+        lines += ["TRACE against each other arm (points, paired over tasks):", ""]
+        lines += [versus_table(comparison.trace_versus, comparison.k_max), ""]
     if comparison.targeted:
         lines += ["Targeted: each adapter alone, Δ pass^1 vs base (points, paired) on its own families and the rest:"]
         lines += ["", targeted_markdown(comparison.targeted), ""]

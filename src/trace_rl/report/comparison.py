@@ -1,12 +1,12 @@
 """The report's comparison section: every evaluation of the run (`evaluate/`, then each `evaluate@<name>/`), each
-with its pass^k table, paired differences to base, the per-family table, the bar plot, the score-vs-budget curve, and
-the held-in guard's verdicts where the guarded TRACE arm ran."""
+with its pass^k table, paired differences to base, the per-family table, TRACE against each baseline, the bar plot,
+the score-vs-budget curve, and the held-in guard's verdicts where the guarded TRACE arm ran."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from trace_rl.artifacts.evaluation import KNOWN_ARMS, Comparison, PassKRow, TargetedRow
+from trace_rl.artifacts.evaluation import ARM_LABELS, KNOWN_ARMS, Comparison, PassKRow, TargetedRow
 from trace_rl.report import plots
 from trace_rl.report.markup import ci, esc, img, num, signed, table
 from trace_rl.report.sections import Context
@@ -46,6 +46,8 @@ def comparison_html(comp: Comparison) -> str:
         table(headers, rows, cls="comparison"),
     ]
     out.append(family_html(arms))
+    if comp.trace_versus:
+        out.append(versus_html(comp))
     out.extend(guard_html(arm.details["guard"]) for arm in arms if isinstance(arm.details.get("guard"), dict))
     if comp.targeted:
         out.append(targeted_html(comp.targeted))
@@ -73,6 +75,21 @@ def comparison_html(comp: Comparison) -> str:
         out.append("<h3>Score vs rollout budget</h3><p class='missing'>not run yet</p>")
     out.extend(f"<p class='note'>{esc(n)}</p>" for n in comp.notes)
     return "".join(out)
+
+
+def versus_html(comp: Comparison) -> str:
+    """TRACE minus each other arm but base, per k (paired over tasks): the paper's claims against its baselines."""
+    ks = list(range(1, comp.k_max + 1))
+    rows = []
+    for d in comp.trace_versus:
+        cells = [esc(ARM_LABELS.get(d.arm, d.arm))]
+        for k in ks:
+            r = d.at(k)
+            cells.append(f"{signed(r.value)}<div class='ci'>{ci(r.low, r.high)}</div>" if r else "–")
+        rows.append(cells)
+    return "<h3>TRACE against each baseline</h3>" + table(
+        ["TRACE minus", *(f"Δ pass^{k} (paired)" for k in ks)], rows, cls="comparison"
+    )
 
 
 def guard_html(guard: dict[str, Any]) -> str:
@@ -129,4 +146,4 @@ def family_html(arms: list[Any]) -> str:
     return "<h3>Per task family</h3>" + table(headers, rows, cls="comparison")
 
 
-__all__ = ["comparison_html", "comparison_section", "family_html", "guard_html", "targeted_html"]
+__all__ = ["comparison_html", "comparison_section", "family_html", "guard_html", "targeted_html", "versus_html"]
