@@ -185,3 +185,38 @@ def test_a_second_split_goes_beside_the_first_with_out(tmp_path: Path) -> None:
     assert {"evaluate", "evaluate@train"} <= set(run.manifest().stages)
     with pytest.raises(ValueError):
         EvaluateConfig(out="../elsewhere")
+
+
+def test_trace_curve_point_from_the_adapters_kept_checkpoints(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", {"cap_a": 24, "cap_b": 24})  # 3 steps each, 8 rollouts a step
+    for name in ("cap_a", "cap_b"):
+        folder = run.root / "train" / name / "checkpoints" / "checkpoint-2"  # round(0.5 · 3) = 2
+        folder.mkdir(parents=True)
+        (folder / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 4}))
+        (folder / "adapter_model.safetensors").write_bytes(b"fake")
+        (folder / "trainer_state.json").write_text(json.dumps({"global_step": 2}))
+    (run.root / "train" / "cap_b" / "checkpoints" / "checkpoint-1").mkdir()  # incomplete: never used
+    policy = AdapterPolicy(outcome)
+    comparison = evaluate(run, ecfg(arms=["trace"]), policy)
+
+    by_series = {(p.series, p.budget): p.value for p in comparison.budget_curve if p.arm == "trace"}
+    assert by_series[("checkpoints", 32)] == 1.0  # both adapters at step 2: 16 + 16 rollouts, the same routes
+    assert by_series[("capability prefixes", 24)] == pytest.approx(4 / 6)
+    assert {("", 0), ("", 48)} <= set(by_series)
+    served = {a for _, _, a in policy.calls}
+    assert {"cap_a_step2", "cap_b_step2", "cap_a", "cap_b", None} == served
+    records = [json.loads(line) for line in (run.root / "evaluate" / "curve" / "trace@steps2-2.jsonl").open()]
+    assert {r["adapter"] for r in records} == {"cap_a_step2", "cap_b_step2", None}
+    assert "trace (checkpoints) @ 32" in (run.root / "evaluate" / "summary.md").read_text()
+
+
+def test_no_trace_checkpoint_point_without_checkpoints_at_the_fraction(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", {"cap_a": 24, "cap_b": 24})
+    folder = run.root / "train" / "cap_a" / "checkpoints" / "checkpoint-2"  # cap_b kept none
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 4}))
+    (folder / "adapter_model.safetensors").write_bytes(b"fake")
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": 2}))
+    comparison = evaluate(run, ecfg(arms=["trace"]), AdapterPolicy(outcome))
+    assert not [p for p in comparison.budget_curve if p.series == "checkpoints"]
+    assert not (run.root / "evaluate" / "curve" / "trace@steps2-2.jsonl").exists()

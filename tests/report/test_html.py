@@ -149,6 +149,27 @@ def test_plots_are_pngs() -> None:
     assert re.match(r"data:image/png;base64,[A-Za-z0-9+/=]+$", plots.data_uri(b"\x89PNG"))
 
 
+def test_budget_curve_draws_one_line_per_arm_and_series() -> None:
+    from trace_rl.artifacts.evaluation import BudgetPoint
+
+    points = [
+        BudgetPoint(arm="trace", budget=0, value=0.1),
+        BudgetPoint(arm="trace", budget=80, value=0.15, series="capability prefixes"),
+        BudgetPoint(arm="trace", budget=80, value=0.12, series="checkpoints"),
+        BudgetPoint(arm="trace", budget=160, value=0.17),
+        BudgetPoint(arm="grpo_target", budget=0, value=0.1),
+        BudgetPoint(arm="grpo_target", budget=40, value=0.11),
+        BudgetPoint(arm="grpo_target", budget=160, value=0.16),
+    ]
+    lines = {(arm, series): [(p.budget, p.value) for p in mine] for arm, series, mine in plots.curve_lines(points)}
+    assert lines == {
+        ("trace", "capability prefixes"): [(0, 0.1), (80, 0.15), (160, 0.17)],
+        ("trace", "checkpoints"): [(0, 0.1), (80, 0.12), (160, 0.17)],
+        ("grpo_target", ""): [(0, 0.1), (40, 0.11), (160, 0.16)],
+    }
+    assert plots.budget_curve(points)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_every_evaluation_of_the_run_is_shown_with_the_guard_verdicts(tmp_path: Path) -> None:
     from trace_rl.artifacts.evaluation import ArmResult, PassKRow, TargetedRow
 

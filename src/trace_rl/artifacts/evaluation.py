@@ -171,6 +171,11 @@ class BudgetPoint(Schema):
     value: float
     low: float | None = None
     high: float | None = None
+    series: str = Field(
+        "",
+        description="Which of an arm's curves the point is on (TRACE: 'capability prefixes' or 'checkpoints'); empty: "
+        "every curve of the arm (its budget-0 point and its own point).",
+    )
 
 
 class ArmDifference(Schema):
@@ -227,6 +232,7 @@ class CurveEntry(Schema):
     relpath: str
     trials: int
     label: str = ""
+    series: str = ""
 
 
 class ArmEntry(Schema):

@@ -86,7 +86,9 @@ class CurveConfig(Section):
     fractions: list[float] = Field(
         default_factory=lambda: [0.25, 0.5, 0.75],
         description="Budget fractions for GRPO checkpoints and GEPA candidates (1.0 is the arm itself). TRACE's "
-        "points are its capability prefixes (1, 2, … adapters), as in the paper.",
+        "points are its capability prefixes (1, 2, … adapters), as in the paper, and, at each fraction where every "
+        "capability adapter kept a Trainer checkpoint at that fraction of its steps, the router over those "
+        "checkpoints.",
     )
     trials: int = Field(1, ge=1, description="Trials per task at a curve point (pass^1 is plotted).")
 

@@ -50,8 +50,10 @@ class RoutedClient:
         *,
         allowed: set[str] | None = None,
         fallback_note: str = "'{name}' is not an option here; base used",
+        served: dict[str, str] | None = None,
     ) -> None:
         self.client = client
+        self.served = served or {}  # capability -> the adapter name that serves it (default: its own name)
         self.router = router
         self.name = client.name
         self.allowed = allowed
@@ -91,8 +93,12 @@ class RoutedClient:
         if first is not None:
             system = system_text(messages)
             made = await self.decision(first, system)
-            adapter = None if made.name == BASE else made.name
+            adapter = self.adapter_of(made.name)
         return await self.client.chat(messages, tools, adapter=adapter, sampling=sampling)
+
+    def adapter_of(self, name: str) -> str | None:
+        """The adapter serving the routed capability `name` (None: the base model)."""
+        return None if name == BASE else self.served.get(name, name)
 
     async def aclose(self) -> None:
         """The wrapped client is closed by its owner."""
@@ -110,7 +116,7 @@ class RoutedEpisodeFactory(EpisodeFactory):
             first = first_user_text(traj.messages)
             made = self.routed.decisions.get(first) if first is not None else None
             if made is not None:
-                traj.adapter = None if made.name == BASE else made.name
+                traj.adapter = self.routed.adapter_of(made.name)
                 traj.metadata["route"] = {
                     "name": made.name,
                     "label": made.label,

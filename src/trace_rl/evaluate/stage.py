@@ -171,7 +171,9 @@ def _point(ctx: EvalContext, point: CurveEntry) -> BudgetPoint | None:
     first = group.pass_k[0] if group.pass_k else None
     if first is None or first.value != first.value:  # NaN: nothing scored yet
         return None
-    return BudgetPoint(arm=point.arm, budget=point.budget, value=first.value, low=first.low, high=first.high)
+    return BudgetPoint(
+        arm=point.arm, budget=point.budget, value=first.value, low=first.low, high=first.high, series=point.series
+    )
 
 
 def _targeted(ctx: EvalContext, base: GroupSummary, families: dict[str, str]) -> list[TargetedRow]:
@@ -288,7 +290,10 @@ def write_outputs(ctx: EvalContext, comparison: Comparison, skipped: dict[str, s
         lines += ["", targeted_markdown(comparison.targeted), ""]
     if comparison.budget_curve:
         lines += ["Score vs training rollouts (pass^1 %):", ""]
-        lines += [f"- {p.arm} @ {p.budget}: {100 * p.value:.1f}" for p in comparison.budget_curve]
+        lines += [
+            f"- {p.arm}{f' ({p.series})' if p.series else ''} @ {p.budget}: {100 * p.value:.1f}"
+            for p in comparison.budget_curve
+        ]
         lines.append("")
     lines += [f"- {n}" for n in comparison.notes]
     text = "\n".join(lines) + "\n"

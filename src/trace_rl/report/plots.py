@@ -85,16 +85,31 @@ def training_curve(rows: Sequence[dict[str, Any]], title: str) -> bytes:
     return _png(fig)
 
 
+def curve_lines(points: Sequence[BudgetPoint]) -> list[tuple[str, str, list[BudgetPoint]]]:
+    """(arm, series, its points by budget) for each line of the budget curve: one per arm and named series, each also
+    passing through the arm's unnamed points (budget 0, the arm itself); one line for an arm without series."""
+    lines = []
+    for arm in dict.fromkeys(p.arm for p in points):
+        named = list(dict.fromkeys(p.series for p in points if p.arm == arm and p.series)) or [""]
+        for series in named:
+            mine = [p for p in points if p.arm == arm and p.series in ("", series)]
+            lines.append((arm, series, sorted(mine, key=lambda p: p.budget)))
+    return lines
+
+
 def budget_curve(points: Sequence[BudgetPoint], *, metric: str = "pass^1", unit: str = "rollouts") -> bytes:
-    """Score vs rollout budget per arm with interval bands (TRACE Fig. 4)."""
+    """Score vs rollout budget per arm (and series) with interval bands (TRACE Fig. 4)."""
     fig = _figure(6.4, 3.8)
     ax = fig.add_subplot()
     arms = list(dict.fromkeys(p.arm for p in points))
-    for i, arm in enumerate(arms):
-        mine = sorted((p for p in points if p.arm == arm), key=lambda p: p.budget)
+    seen: dict[str, int] = {}
+    for arm, series, mine in curve_lines(points):
+        j = seen[arm] = seen.get(arm, -1) + 1
         xs, ys = [p.budget for p in mine], [p.value for p in mine]
-        color = _color(arm, i)
-        ax.plot(xs, ys, marker="o", color=color, label=ARM_LABELS.get(arm, arm), linewidth=2 if arm == "trace" else 1.4)
+        color = _color(arm, arms.index(arm))
+        label = ARM_LABELS.get(arm, arm) + (f" ({series})" if series else "")
+        width = 2 if arm == "trace" else 1.4
+        ax.plot(xs, ys, marker="os^v"[j % 4], color=color, label=label, linewidth=width, linestyle=("-", "--")[j % 2])
         if all(p.low is not None and p.high is not None for p in mine):
             ax.fill_between(xs, [p.low for p in mine], [p.high for p in mine], color=color, alpha=0.12)
     ax.set_xlabel(f"budget ({unit})")
@@ -168,4 +183,4 @@ def confusion_matrix(labels: Sequence[str], matrix: Sequence[Sequence[int]]) -> 
     return _png(fig)
 
 
-__all__ = ["arm_bars", "budget_curve", "confusion_matrix", "data_uri", "pass_k_curve", "training_curve"]
+__all__ = ["arm_bars", "budget_curve", "confusion_matrix", "curve_lines", "data_uri", "pass_k_curve", "training_curve"]

@@ -1,6 +1,8 @@
 """The `trace` arm: the frozen base model routes each task once, from its first user message, to one capability
 adapter (or base), which serves the whole episode (TRACE §3.5). Budget: the sum over the capability adapters. With the
-curve on, the router restricted to the first m capabilities gives one score-vs-budget point per m."""
+curve on, the router restricted to the first m capabilities gives one score-vs-budget point per m (the paper's
+points), and, at each curve fraction f where every adapter kept a Trainer checkpoint at step round(f · its steps), the
+same router over those checkpoints gives one more (the issue's scaling plot at 25/50/… % of the budget)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from trace_rl.evaluate.episodes import ArmSkipped, EvalContext, RoutedClient
 from trace_rl.evaluate.guard import route_of
 from trace_rl.routing.router import Router, make_router
 from trace_rl.routing.spec import make_options, spec_from_run
+from trace_rl.training.checkpoints import is_complete
 
 NAME = "trace"
 
@@ -125,6 +128,7 @@ def run(ctx: EvalContext) -> ArmEntry:
     )
     if ctx.ecfg.curve.enabled:
         out.curve.extend(capability_curve(ctx, spec, names, identity, budgets))
+        out.curve.extend(checkpoint_curve(ctx, spec, names, identity, budgets))
     return out
 
 
@@ -147,6 +151,67 @@ def capability_curve(
         )
         budget = sum(budgets[n].rollouts for n in names[:m])
         points.append(
-            CurveEntry(arm=NAME, budget=budget, relpath=point, trials=ctx.ecfg.curve.trials, label=f"{m} capabilities")
+            CurveEntry(
+                arm=NAME,
+                budget=budget,
+                relpath=point,
+                trials=ctx.ecfg.curve.trials,
+                label=f"{m} capabilities",
+                series="capability prefixes",
+            )
+        )
+    return points
+
+
+def checkpoint_adapters(ctx: EvalContext, steps: dict[str, int]) -> dict[str, Path] | None:
+    """Each capability's Trainer checkpoint at `steps[name]` (`train/<name>/checkpoints/checkpoint-N`), served as
+    `<name>_step<N>`; None when one of them kept no complete checkpoint at that step."""
+    served = {}
+    for name, step in steps.items():
+        folder = ctx.run.train_work(name).folder / "checkpoints" / f"checkpoint-{step}"
+        if not (is_complete(folder) and AdapterLayout(folder).is_peft()):
+            return None
+        served[f"{name}_step{step}"] = folder
+    return served
+
+
+def checkpoint_curve(
+    ctx: EvalContext, spec: RouterSpec, names: list[str], identity: dict[str, Any], budgets: dict[str, Any]
+) -> list[CurveEntry]:
+    """One point per curve fraction f at which every adapter kept a checkpoint at step round(f · its steps): the same
+    router (every task takes the same route) served by those checkpoints, at the rollouts the adapters had generated
+    by then. Fractions without such checkpoints are skipped (the train stage keeps the last `save_total_limit`
+    checkpoints, one every `save_steps`)."""
+    points = []
+    for fraction in ctx.ecfg.curve.fractions:
+        steps = {n: round(fraction * (budgets[n].steps or 0)) for n in names}
+        if any(s < 1 or s >= (budgets[n].steps or 0) for n, s in steps.items()):
+            continue
+        served = checkpoint_adapters(ctx, steps)
+        if served is None:
+            continue
+        for name, path in served.items():
+            ctx.ensure_adapter(name, path)
+        label = "checkpoints " + ", ".join(f"{n}@{s}" for n, s in steps.items())
+        point = EvaluateLayout.curve(NAME, f"steps{'-'.join(str(steps[n]) for n in names)}")
+        claim(ctx, point, {**identity, "arm": NAME, "adapters": {n: adapter_stamp(p) for n, p in served.items()}})
+        routed = RoutedClient(
+            ctx.client,
+            build_router(ctx, spec),
+            allowed=set(spec.names),
+            served={n: f"{n}_step{s}" for n, s in steps.items()},
+        )
+        ctx.evaluate(
+            f"trace@{label}",
+            point,
+            trials=ctx.ecfg.curve.trials,
+            router=routed,
+            metadata={"arm": NAME, "checkpoint_steps": steps},
+        )
+        budget = sum(budgets[n].until(s) for n, s in steps.items())
+        points.append(
+            CurveEntry(
+                arm=NAME, budget=budget, relpath=point, trials=ctx.ecfg.curve.trials, label=label, series="checkpoints"
+            )
         )
     return points
