@@ -194,7 +194,7 @@ class FakeBackend:
             {
                 "env": env.name,
                 "max_steps": cfg.max_steps,
-                "save_steps": cfg.save_steps,
+                "kept_steps": cfg.kept_steps(),
                 "eval": cfg.eval,
                 "first_task": task.id,
                 "adapter_dir": adapter_dir,
@@ -203,8 +203,8 @@ class FakeBackend:
         write_adapter(
             adapter_dir, work_dir, env.name, steps=cfg.max_steps, k=cfg.num_generations, g=cfg.groups_per_step
         )
-        keep = work_dir.parent / "checkpoints"
-        for step in range(cfg.save_steps, cfg.max_steps, cfg.save_steps):
+        keep = Path(work_dir) / "kept"  # where the TRL backend keeps them (TrainConfig.keep_fractions)
+        for step in cfg.kept_steps():
             (keep / f"step-{step}").mkdir(parents=True, exist_ok=True)
             (keep / f"step-{step}" / "adapter_config.json").write_text("{}")
             (keep / f"step-{step}" / "adapter_model.safetensors").write_bytes(b"fake")

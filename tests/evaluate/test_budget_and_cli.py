@@ -9,7 +9,7 @@ import typer
 from typer.testing import CliRunner
 
 from trace_rl.artifacts.trajectories import training_rollouts_by_step
-from trace_rl.evaluate.baselines import curve_steps
+from trace_rl.config.train import steps_at_fractions
 from trace_rl.evaluate.budget import adapter_budget, matched_steps
 
 from .evaltoy import make_run, write_adapter
@@ -29,9 +29,9 @@ def test_training_rollouts_are_counted_from_the_log(tmp_path: Path) -> None:
     assert adapter_budget("x", tmp_path / "none", tmp_path / "none").source == "unknown"
 
 
-def test_matched_steps_and_curve_steps() -> None:
+def test_matched_steps_and_steps_at_fractions() -> None:
     assert matched_steps(54, 4, 2) == 7 and matched_steps(1, 16, 4) == 1 and matched_steps(5120, 16, 4) == 80
-    assert curve_steps(40, [0.25, 0.5, 0.75]) == [10, 20, 30] and curve_steps(2, [0.25, 0.5]) == [1]
+    assert steps_at_fractions(40, [0.25, 0.5, 0.75]) == [10, 20, 30] and steps_at_fractions(2, [0.25, 0.5]) == [1]
 
 
 def test_commands_map_flags_to_configs(tmp_path: Path, monkeypatch) -> None:

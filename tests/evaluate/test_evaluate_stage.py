@@ -189,12 +189,18 @@ def test_a_second_split_goes_beside_the_first_with_out(tmp_path: Path) -> None:
 
 def test_trace_curve_point_from_the_adapters_kept_checkpoints(tmp_path: Path) -> None:
     run = make_run(tmp_path / "run", {"cap_a": 24, "cap_b": 24})  # 3 steps each, 8 rollouts a step
-    for name in ("cap_a", "cap_b"):
-        folder = run.root / "train" / name / "checkpoints" / "checkpoint-2"  # round(0.5 · 3) = 2
+    # cap_a: the copy the train stage kept (train.keep_fractions), beside a torn Trainer checkpoint of the same step;
+    # cap_b: only the Trainer's checkpoint (runs trained before keep_fractions)
+    for folder, complete in (
+        (run.root / "train" / "cap_a" / "kept" / "step-2", False),  # round(0.5 · 3) = 2
+        (run.root / "train" / "cap_a" / "checkpoints" / "checkpoint-2", False),
+        (run.root / "train" / "cap_b" / "checkpoints" / "checkpoint-2", True),
+    ):
         folder.mkdir(parents=True)
         (folder / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 4}))
         (folder / "adapter_model.safetensors").write_bytes(b"fake")
-        (folder / "trainer_state.json").write_text(json.dumps({"global_step": 2}))
+        if complete:
+            (folder / "trainer_state.json").write_text(json.dumps({"global_step": 2}))
     (run.root / "train" / "cap_b" / "checkpoints" / "checkpoint-1").mkdir()  # incomplete: never used
     policy = AdapterPolicy(outcome)
     comparison = evaluate(run, ecfg(arms=["trace"]), policy)

@@ -71,7 +71,7 @@ def test_every_arm_on_the_tiny_model(tmp_path: Path) -> None:
     assert sum(arm["trace"].details["routes"].values()) == 2
     assert arm["grpo_target"].details["budget"]["steps"] == 4
     assert arm["grpo_target"].rollout_budget >= 8
-    kept = run.root / "evaluate" / "grpo_target" / "checkpoints" / "step-2" / "adapter_model.safetensors"
+    kept = run.root / "evaluate" / "grpo_target" / "train" / "kept" / "step-2" / "adapter_model.safetensors"
     assert kept.is_file()
     assert any(
         p.arm == "grpo_target" and 0 < p.budget < arm["grpo_target"].rollout_budget for p in comparison.budget_curve

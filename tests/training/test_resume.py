@@ -44,7 +44,9 @@ def test_killed_run_resumes_and_finished_adapter_is_skipped(tiny_dir, tokenizer,
         max_episode_tokens=128,
         max_turns=2,
         bf16="false",
-        save_steps=1,
+        save_steps=2,
+        keep_fractions=[0.34],  # step 1 kept outside the rotation; save_interval becomes gcd(2, 1) = 1
+        save_total_limit=1,
         resample_attempts=0,
         held_out_seeds=[1_000_000, 1_000_001],
         eval_trials=1,
@@ -64,6 +66,11 @@ def test_killed_run_resumes_and_finished_adapter_is_skipped(tiny_dir, tokenizer,
     assert (adapter / "eval_before.json").is_file()  # the base evaluation ran before training, once
     before_mtime = (adapter / "eval_before.json").stat().st_mtime_ns
     assert run.manifest().stages["train"].status == "failed"
+
+    kept = run.root / "train" / "toy" / "kept"
+    assert sorted(p.name for p in kept.iterdir()) == ["step-1"]  # outlived the rotation (limit 1) to checkpoint-2
+    assert not (checkpoints / "checkpoint-1").exists()
+    assert {p.name for p in (kept / "step-1").iterdir()} >= {"adapter_model.safetensors", "adapter_config.json"}
 
     (result,) = run_train(run, cfg, envs={"toy": env}, backend=backend())
     assert result.resumed_from is not None and result.resumed_from.endswith("checkpoint-2")

@@ -105,6 +105,7 @@ EVAL_BEFORE_EPISODES_FILE = "eval_before.jsonl"
 EVAL_AFTER_EPISODES_FILE = "eval_after.jsonl"
 LAUNCH_CONFIG_FILE = "launch.yaml"
 CHECKPOINTS_DIR = "checkpoints"
+KEPT_DIR = "kept"  # copies of the adapter at chosen steps, outside the Trainer's checkpoint rotation
 SERVED_ADAPTERS_DIR = "served_adapters"  # adapter versions loaded into a vLLM server during training
 
 # -- evaluate/ (paths relative to the stage folder: they are keys of plans.json and arms.json) -----------------------
@@ -234,6 +235,7 @@ class TrainWorkLayout(_Folder):
     eval_after = _Under(EVAL_AFTER_EPISODES_FILE)
     launch_config = _Under(LAUNCH_CONFIG_FILE)
     checkpoints = _Under(CHECKPOINTS_DIR)
+    kept = _Under(KEPT_DIR)
     served_adapters = _Under(SERVED_ADAPTERS_DIR)
 
 

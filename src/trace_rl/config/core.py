@@ -264,6 +264,14 @@ class TraceConfig(Section):
     route: RouteConfig = Field(default_factory=RouteConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
 
+    @model_validator(mode="after")
+    def _keep_curve_checkpoints(self) -> TraceConfig:
+        """The capability adapters keep their checkpoints at the score-vs-budget curve's fractions unless told."""
+        if self.train.keep_fractions is None:
+            fractions = list(self.evaluate.curve.fractions) if self.evaluate.curve.enabled else []
+            self.train = self.train.model_copy(update={"keep_fractions": fractions})
+        return self
+
     def model(self, name: str) -> ModelConfig:
         if name not in self.models:
             known = ", ".join(sorted(self.models)) or "none"

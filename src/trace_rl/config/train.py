@@ -9,13 +9,19 @@ K, G, lengths and steps from the command line (`trace-rl train --steps 8 --num-g
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from trace_rl.config.base import Section
 from trace_rl.config.serving import VLLMServerSettings
+
+
+def steps_at_fractions(steps: int, fractions: list[float]) -> list[int]:
+    """Optimizer steps at the budget fractions of a `steps`-step training (distinct, sorted, below the last)."""
+    return sorted({max(1, round(f * steps)) for f in fractions} - {steps}) if steps > 0 else []
 
 
 class TrainConfig(Section):
@@ -135,6 +141,12 @@ class TrainConfig(Section):
     device: Literal["auto", "cpu", "cuda"] = Field("auto")
     save_steps: int = Field(5, ge=1, description="Checkpoint every N optimizer steps (resume after a kill).")
     save_total_limit: int = Field(2, ge=1)
+    keep_fractions: list[float] | None = Field(
+        None,
+        description="Keep a copy of the adapter at these fractions of max_steps (step max(1, round(f * max_steps)), "
+        "below the last) in train/<name>/kept/step-<N>/, outside the Trainer's rotation: evaluate's score-vs-budget "
+        "curve serves them. None: the run's evaluate.curve.fractions when the curve is on, else none.",
+    )
     logging_steps: int = Field(1, ge=1)
     log_trajectories: bool = Field(True, description="Append every rollout (messages, tokens, reward) to a JSONL.")
     num_threads: int | None = Field(None, ge=1, description="torch CPU threads (None: torch's default).")
@@ -146,6 +158,21 @@ class TrainConfig(Section):
             if self.train_seed_start <= lo < self.train_seed_start + self.rows_needed():
                 raise ValueError("held_out_seeds overlap the training seeds; move train_seed_start or the held-out set")
         return self
+
+    @field_validator("keep_fractions")
+    @classmethod
+    def _keep_fractions(cls, value: list[float] | None) -> list[float] | None:
+        if value is not None and any(not 0 < f < 1 for f in value):
+            raise ValueError("keep_fractions must lie strictly between 0 and 1")
+        return value
+
+    def kept_steps(self) -> list[int]:
+        """The optimizer steps whose adapter is kept (`keep_fractions`)."""
+        return steps_at_fractions(self.max_steps, self.keep_fractions or [])
+
+    def save_interval(self) -> int:
+        """Trainer checkpoint interval: `save_steps`, or its gcd with the kept steps so each of them is saved."""
+        return math.gcd(self.save_steps, *self.kept_steps())
 
     def rows_needed(self) -> int:
         """Dataset rows (one per seed): one fresh seed per group of every iteration."""

@@ -11,8 +11,9 @@ GRPO on target (the paper does not say on which tasks): the target's *train* spl
 `s mod n`; the test split is never trained on. Layout:
 
     evaluate/grpo_target/adapter/        PEFT adapter + train_config.json + metrics.jsonl + done.json
-    evaluate/grpo_target/train/          checkpoints (resume), trajectories.jsonl (the budget count)
-    evaluate/grpo_target/checkpoints/step-N/   adapter copies at the curve steps
+    evaluate/grpo_target/train/          checkpoints (resume), trajectories.jsonl (the budget count),
+                                         kept/step-N/ (adapter copies at the curve steps; runs before 2026-12-07
+                                         kept them in evaluate/grpo_target/checkpoints/step-N/)
     adapters/multi/, train/multi/        the multi-capability adapter (the train stage's `--mix` layout)
 
 Training goes through `training.launcher`: in a spawned child process with the default backend (the trainer's memory
@@ -21,9 +22,7 @@ goes back to the system before the evaluation continues), in process with an inj
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from functools import reduce
 from pathlib import Path
 from typing import Any
 
@@ -60,26 +59,13 @@ def base_train_config(ctx: EvalContext, adapters: dict[str, Path]) -> TrainConfi
         raise UserError(f"baseline train config: {str(exc).splitlines()[0]}") from None
 
 
-def curve_steps(steps: int, fractions: list[float]) -> list[int]:
-    """Optimizer steps at the curve fractions (distinct, below the last step)."""
-    return sorted({max(1, round(f * steps)) for f in fractions} - {steps})
-
-
-def matched_config(
-    ctx: EvalContext, adapters: dict[str, Path], total: int, keep: list[int] | None = None
-) -> TrainConfig:
-    """TrainConfig for a baseline at `total` rollouts: steps matched, no before/after eval, checkpoints on `keep`."""
+def matched_config(ctx: EvalContext, adapters: dict[str, Path], total: int) -> TrainConfig:
+    """TrainConfig for a baseline at `total` rollouts: steps matched, no before/after eval, the adapter kept at the
+    score-vs-budget curve's fractions when the curve is on."""
     base = base_train_config(ctx, adapters)
     steps = matched_steps(total, base.num_generations, base.groups_per_step)
-    return with_checkpoints(base.model_copy(update={"max_steps": steps, "eval": False}), keep or [])
-
-
-def with_checkpoints(tcfg: TrainConfig, keep: list[int]) -> TrainConfig:
-    """`tcfg` saving a checkpoint at every step of `keep` below its last (`save_steps`: their gcd with the last)."""
-    wanted = [s for s in keep if 0 < s < tcfg.max_steps]
-    if not wanted:
-        return tcfg
-    return tcfg.model_copy(update={"save_steps": reduce(math.gcd, [*wanted, tcfg.max_steps])})
+    keep = list(ctx.ecfg.curve.fractions) if ctx.ecfg.curve.enabled else []
+    return base.model_copy(update={"max_steps": steps, "eval": False, "keep_fractions": keep})
 
 
 def target_train_env(ctx: EvalContext, name: str = GRPO_TARGET_DIR) -> TrainEnv:
@@ -109,8 +95,6 @@ def train_baseline(
     work_dir: Path,
     *,
     recipe: Callable[[], TrainEnv],
-    keep_dir: Path | None = None,
-    keep: list[int] | None = None,
 ) -> None:
     """Train one baseline adapter (resuming from its newest checkpoint), unless it is finished.
 
@@ -122,11 +106,7 @@ def train_baseline(
         f"training baseline '{env.name}': {tcfg.max_steps} steps × G={tcfg.groups_per_step} × "
         f"K={tcfg.num_generations} -> {adapter_dir}"
     )
-    launcher: Launcher
-    if ctx.backend is not None:
-        launcher = InlineLauncher(env, ctx.backend)
-    else:
-        launcher = SpawnedLauncher(recipe, keep_dir=keep_dir, keep=list(keep or []))
+    launcher: Launcher = InlineLauncher(env, ctx.backend) if ctx.backend is not None else SpawnedLauncher(recipe)
     try:
         launcher.launch(AdapterJob(name=env.name, cfg=tcfg, adapter_dir=adapter_dir, work_dir=work_dir))
     except TrainingFailed as exc:
@@ -134,17 +114,14 @@ def train_baseline(
             f"training the '{env.name}' baseline failed (exit code {exc.exit_code}; its log is "
             "above); rerun to resume from its last checkpoint"
         ) from None
-    write_baseline(
-        AdapterLayout(adapter_dir), BaselineRecord(name=env.name, max_steps=tcfg.max_steps, keep_steps=keep or [])
-    )
+    record = BaselineRecord(name=env.name, max_steps=tcfg.max_steps, keep_steps=tcfg.kept_steps())
+    write_baseline(AdapterLayout(adapter_dir), record)
 
 
 __all__ = [
     "base_train_config",
-    "curve_steps",
     "matched_config",
     "mix_env",
     "target_train_env",
     "train_baseline",
-    "with_checkpoints",
 ]

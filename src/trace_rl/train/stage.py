@@ -8,7 +8,8 @@ the stand-in until synthesized environments exist). Outputs per capability:
                                          metrics.jsonl, eval_before.json, eval_after.json, eval.png,
                                          training.png, done.json
     runs/<name>/train/<capability>/      checkpoints/ (TRL/Trainer, for resume), trajectories.jsonl,
-                                         eval_before.jsonl, eval_after.jsonl
+                                         eval_before.jsonl, eval_after.jsonl, kept/step-N/ (the adapter at
+                                         `keep_fractions` of the steps, for evaluate's score-vs-budget curve)
 
 A finished adapter (weights + done.json) is skipped; an unfinished one resumes from its newest checkpoint, so a killed
 `trace-rl train` simply runs again. `mix=True` trains the paper's multi-capability baseline instead: one adapter named

@@ -6,9 +6,10 @@ The HF Trainer writes `checkpoint-<step>/` in place: the adapter weights, then o
 checkpoint counts only when its `trainer_state.json` parses; newer incomplete ones are removed, so the resumed run
 writes that step's checkpoint again from scratch.
 
-Kept checkpoints: a training can ask for copies of the adapter at chosen steps (`checkpoint_keeper`, a Trainer callback
-copying the PEFT files of `checkpoint-<step>/` to `<keep_dir>/step-<step>/` through a temp folder), which outlive the
-Trainer's own rotation (`save_total_limit`); `kept_checkpoints` lists them.
+Kept checkpoints: a training keeps copies of the adapter at `TrainConfig.keep_fractions` of its steps (the TRL backend
+adds `checkpoint_keeper`, a Trainer callback copying the PEFT files of `checkpoint-<step>/` to
+`<work>/kept/step-<step>/` through a temp folder; `save_interval` makes the Trainer save at each of those steps), which
+outlive the Trainer's own rotation (`save_total_limit`); `kept_checkpoints` lists them.
 """
 
 from __future__ import annotations
@@ -74,11 +75,14 @@ def checkpoint_keeper(keep_dir: Path, steps: list[int]) -> Any:
     return CheckpointKeeper()
 
 
-def kept_checkpoints(keep_dir: Path) -> dict[int, Path]:
-    """step -> adapter folder of the kept checkpoints."""
-    out = {}
-    if keep_dir.is_dir():
+def kept_checkpoints(*keep_dirs: Path) -> dict[int, Path]:
+    """step -> adapter folder of the kept checkpoints (`step-N/` under the folders; the first one holding a step
+    wins)."""
+    out: dict[int, Path] = {}
+    for keep_dir in keep_dirs:
+        if not keep_dir.is_dir():
+            continue
         for folder in keep_dir.iterdir():
             if folder.name.startswith("step-") and AdapterLayout(folder).is_peft():
-                out[int(folder.name.split("-", 1)[1])] = folder
+                out.setdefault(int(folder.name.split("-", 1)[1]), folder)
     return dict(sorted(out.items()))

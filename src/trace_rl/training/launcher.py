@@ -29,7 +29,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -43,7 +43,6 @@ from trace_rl.config.train import TrainConfig
 from trace_rl.errors import UserError
 from trace_rl.executor.base import WorkJob
 from trace_rl.training.backends import make_backend
-from trace_rl.training.checkpoints import checkpoint_keeper
 from trace_rl.training.protocol import AdapterResult, TrainEnv, TrainerBackend
 
 SUBJOB_ENV = "TRACE_RL_SUBJOB"
@@ -103,25 +102,22 @@ class InlineLauncher:
         return self.backend.train(self.env, job.cfg, adapter_dir=job.adapter_dir, work_dir=job.work_dir)
 
 
-def _spawned_main(job: AdapterJob, env_recipe: Callable[[], TrainEnv], keep_dir: Path | None, keep: list[int]) -> None:
+def _spawned_main(job: AdapterJob, env_recipe: Callable[[], TrainEnv]) -> None:
     """Entry point of the spawned training process."""
-    callbacks = [checkpoint_keeper(keep_dir, keep)] if keep_dir is not None and keep else []
-    backend = make_backend(job.cfg.backend, callbacks=callbacks)
+    backend = make_backend(job.cfg.backend)
     backend.train(env_recipe(), job.cfg, adapter_dir=job.adapter_dir, work_dir=job.work_dir)
 
 
 @dataclass(frozen=True)
 class SpawnedLauncher:
     """In a spawned child process that builds its environment with `env_recipe` (picklable: a module-level function
-    or a `functools.partial` of one). `keep_dir`/`keep`: copies of the adapter at those steps (`checkpoint_keeper`)."""
+    or a `functools.partial` of one)."""
 
     env_recipe: Callable[[], TrainEnv]
-    keep_dir: Path | None = None
-    keep: list[int] = field(default_factory=list)
     mode: ClassVar[str] = "spawned"
 
     def launch(self, job: AdapterJob) -> AdapterResult:
-        args = (job, self.env_recipe, self.keep_dir, list(self.keep))
+        args = (job, self.env_recipe)
         proc = multiprocessing.get_context("spawn").Process(target=_spawned_main, args=args, name=f"train-{job.name}")
         proc.start()
         try:

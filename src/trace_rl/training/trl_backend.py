@@ -55,7 +55,7 @@ from trace_rl.engine.sampler import TurnSampler
 from trace_rl.engine.token_driver import EpisodeRunner
 from trace_rl.engine.vllm_sampler import VLLMSampler
 from trace_rl.tracking import TrackingSettings
-from trace_rl.training.checkpoints import last_complete_checkpoint
+from trace_rl.training.checkpoints import checkpoint_keeper, last_complete_checkpoint
 from trace_rl.training.grouping import GroupPlan
 from trace_rl.training.protocol import AdapterResult, TrainEnv
 from trace_rl.training.rollout_func import GroupRollout, env_reward
@@ -206,11 +206,16 @@ class GRPORun:
             processing_class=self.tokenizer,
             peft_config=lora_config(cfg, self.model),
             rollout_func=rollout,
-            callbacks=[metrics, *callbacks],
+            callbacks=[metrics, *self.keeper(), *callbacks],
         )
         if on_trainer is not None:
             on_trainer(self.trainer)
         self.is_main = self.trainer.accelerator.is_main_process
+
+    def keeper(self) -> list[Any]:
+        """The callback copying the adapter at the config's kept steps to `kept/step-N/`, when it has any."""
+        steps = self.cfg.kept_steps()
+        return [checkpoint_keeper(self.work.kept, steps)] if steps else []
 
     def default_sampler_for(self) -> Callable[[Any], TurnSampler]:
         """The vLLM server with the adapter hot-swapped after every step (`vllm_sync.py`), or the trainer's own model

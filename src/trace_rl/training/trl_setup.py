@@ -141,7 +141,7 @@ def grpo_args(
         disable_dropout=True,
         **trainer_arguments(tracking),
         save_strategy="steps",
-        save_steps=cfg.save_steps,
+        save_steps=cfg.save_interval(),
         save_total_limit=cfg.save_total_limit,
         logging_steps=cfg.logging_steps,
         seed=cfg.seed,

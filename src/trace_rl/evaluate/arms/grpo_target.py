@@ -10,14 +10,9 @@ from typing import Any
 from trace_rl.artifacts.adapters import capability_adapters, is_done
 from trace_rl.artifacts.evaluation import ArmEntry, CurveEntry
 from trace_rl.artifacts.layout import GRPO_TARGET_DIR, EvaluateLayout
+from trace_rl.config.train import steps_at_fractions
 from trace_rl.evaluate.arms.common import adapter_arm, adapter_stamp, claim, need_budget
-from trace_rl.evaluate.baselines import (
-    curve_steps,
-    matched_config,
-    target_train_env,
-    train_baseline,
-    with_checkpoints,
-)
+from trace_rl.evaluate.baselines import matched_config, target_train_env, train_baseline
 from trace_rl.evaluate.budget import adapter_budget
 from trace_rl.evaluate.episodes import ArmSkipped, EvalContext
 from trace_rl.training.checkpoints import kept_checkpoints
@@ -27,24 +22,17 @@ NAME = "grpo_target"
 
 
 def run(ctx: EvalContext) -> ArmEntry:
-    adapter, work = ctx.folder(shared=True).baseline(GRPO_TARGET_DIR)
-    adapter_dir, work_dir, keep_dir = (
-        adapter.folder,
-        work.folder,
-        ctx.folder(shared=True).baseline_checkpoints(GRPO_TARGET_DIR),
-    )
+    layout = ctx.folder(shared=True)
+    adapter, work = layout.baseline(GRPO_TARGET_DIR)
+    adapter_dir, work_dir = adapter.folder, work.folder
     matched: dict[str, Any] = {}
     if not is_done(adapter_dir):
         if not ctx.ecfg.train_baselines:
             raise ArmSkipped(f"no GRPO-on-target adapter in {adapter_dir} and train_baselines is off")
         total = need_budget(ctx)
         tcfg = matched_config(ctx, capability_adapters(ctx.run), total)
-        keep = curve_steps(tcfg.max_steps, ctx.ecfg.curve.fractions) if ctx.ecfg.curve.enabled else []
-        tcfg = with_checkpoints(tcfg, keep)
         recipe = functools.partial(domain_split_env, GRPO_TARGET_DIR, ctx.cfg.env, "train")
-        train_baseline(
-            ctx, target_train_env(ctx), tcfg, adapter_dir, work_dir, recipe=recipe, keep_dir=keep_dir, keep=keep
-        )
+        train_baseline(ctx, target_train_env(ctx), tcfg, adapter_dir, work_dir, recipe=recipe)
         matched = {"target_total": total, "steps": tcfg.max_steps}
     budget = adapter_budget(GRPO_TARGET_DIR, adapter_dir, work_dir)
     out = adapter_arm(
@@ -57,8 +45,9 @@ def run(ctx: EvalContext) -> ArmEntry:
         {"matched": matched or None, "train_split": "train"},
     )
     if ctx.ecfg.curve.enabled and budget.steps:
-        wanted = set(curve_steps(budget.steps, ctx.ecfg.curve.fractions))
-        for step, folder in kept_checkpoints(keep_dir).items():
+        wanted = set(steps_at_fractions(budget.steps, ctx.ecfg.curve.fractions))
+        kept = kept_checkpoints(work.kept, layout.baseline_checkpoints(GRPO_TARGET_DIR))  # the second: older runs
+        for step, folder in kept.items():
             if step not in wanted:
                 continue
             name = f"{GRPO_TARGET_DIR}_step{step}"
