@@ -144,7 +144,7 @@ class TrainConfig(Section):
     keep_fractions: list[float] | None = Field(
         None,
         description="Keep a copy of the adapter at these fractions of max_steps (step max(1, round(f * max_steps)), "
-        "below the last) in train/<name>/kept/step-<N>/, outside the Trainer's rotation: evaluate's score-vs-budget "
+        "below the last) among the training's kept copies, outside the Trainer's rotation: evaluate's score-vs-budget "
         "curve serves them. None: the run's evaluate.curve.fractions when the curve is on, else none.",
     )
     logging_steps: int = Field(1, ge=1)
