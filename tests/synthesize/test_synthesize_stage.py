@@ -112,6 +112,21 @@ def test_a_too_hard_decision_environment_moves_its_weights_then_its_hints(tmp_pa
     assert [a["difficulty"] for a in cal["attempts"]] == [1, 1, 0]  # then the knob
 
 
+def test_stop_without_success_ends_calibration_at_the_first_attempt_nothing_solved(tmp_path):
+    """With `stop_without_success`, a base that never succeeds (hinted or not) is not calibrated again: the moves
+    would have nothing to move toward, and GRPO no positive group."""
+    name = "structured_data_reasoning"
+    run = make_library_run(tmp_path / "run", [name])
+    folder = run.root / "envs" / name
+    policy = OraclePolicy(lambda: folder, 0.0, target=load_domain("library"))
+    syn = SynthesizeConfig(groups=3, samples=2, max_attempts=3, stop_without_success=True, **SMALL)
+    run_synthesize(run, None, {"policy": policy}, syn=syn)
+    status = read_json(folder / "status.json")
+    assert status["status"] == "needs_attention" and status["attempts"] == 1
+    assert "no calibration sample succeeded at attempt 1" in status["reason"]
+    assert len(read_json(folder / "calibration.json")["attempts"]) == 1
+
+
 def test_a_split_decision_environment_hints_instead_of_re_weighting():
     """Success inside the window with too many all-zero groups (some decisions always missed, others always made):
     re-weighting would only trade all-zero groups for all-success ones, so the hints move first."""

@@ -22,9 +22,11 @@ class FakeBackend:
 
     def __init__(self) -> None:
         self.trained: list[tuple[str, object]] = []
+        self.configs: dict[str, TrainConfig] = {}
 
     def train(self, env, cfg, *, adapter_dir, work_dir):
         self.trained.append((env.name, env))
+        self.configs[env.name] = cfg
         adapter_dir.mkdir(parents=True, exist_ok=True)
         (adapter_dir / "adapter_model.safetensors").write_bytes(b"x")
         atomic_write_json(adapter_dir / "done.json", {"capability": env.name})
@@ -78,6 +80,18 @@ def test_env_spec_list_trains_each_family_or_their_mix(run):
     assert name == mixed.capability == "multi" and [e.name for e in env.envs] == ["lookup_answer", "copy_selection"]
     with pytest.raises(UserError, match="unknown training environment 'nowhere:x'"):
         stage_mod.run_train(run, TrainConfig(max_steps=1), env_spec="library:lookup_answer,nowhere:x", backend=backend)
+
+
+def test_a_capability_trains_with_its_own_settings(run):
+    for name in ("alpha", "beta"):
+        write_env_status(EnvLayout(run.root / "envs" / name), EnvStatus(status="ready"))
+    backend = FakeBackend()
+    cfg = TrainConfig(max_steps=4, max_turns=1, per_capability={"beta": {"max_turns": 2, "max_steps": 3}})
+    results = stage_mod.run_train(run, cfg, backend=backend)
+    assert {r.capability: r.steps for r in results} == {"alpha": 4, "beta": 3}
+    assert (backend.configs["alpha"].max_turns, backend.configs["beta"].max_turns) == (1, 2)
+    assert backend.configs["beta"].per_capability == {}  # the adapter's own settings, not the table
+    assert run.manifest().stages["train"].config["per_capability"] == {"beta": {"max_turns": 2, "max_steps": 3}}
 
 
 def test_config_precedence_and_one_line_errors(tmp_path, capsys):

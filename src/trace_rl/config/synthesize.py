@@ -61,6 +61,12 @@ class SynthesizeConfig(Section):
     max_steps: int | None = Field(None, description="Episode step limit; default: the target's env.max_steps.")
     acceptance: AcceptanceConfig = Field(default_factory=AcceptanceConfig)
     max_attempts: int = Field(5, ge=1, description="Calibration attempts before `needs_attention` (TRACE code: 5).")
+    stop_without_success: bool = Field(
+        False,
+        description="End calibration at an attempt where no sample succeeded, hinted or not: GRPO would get no "
+        "positive group from such a base policy, and the moves have nothing to move toward (ours; off: the released "
+        "code's fixed number of attempts).",
+    )
     initial_difficulty: int = Field(1, ge=0, le=4, description="Starting difficulty knob (0 easiest, 4 hardest).")
     validation_seeds: int = Field(16, ge=1, description="Seeds whose tasks must replay and score before calibration.")
     min_sensitivity: float = Field(

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from trace_rl.config.base import Section
 from trace_rl.config.serving import VLLMServerSettings
@@ -150,6 +150,12 @@ class TrainConfig(Section):
     logging_steps: int = Field(1, ge=1)
     log_trajectories: bool = Field(True, description="Append every rollout (messages, tokens, reward) to a JSONL.")
     num_threads: int | None = Field(None, ge=1, description="torch CPU threads (None: torch's default).")
+    per_capability: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Settings for one capability's training only: capability name -> {setting: value} over this "
+        "section's, however those were set (e.g. {identify_first: {max_turns: 2}}); each adapter records the "
+        "settings it was trained with.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:
@@ -157,7 +163,25 @@ class TrainConfig(Section):
             lo = min(self.held_out_seeds)
             if self.train_seed_start <= lo < self.train_seed_start + self.rows_needed():
                 raise ValueError("held_out_seeds overlap the training seeds; move train_seed_start or the held-out set")
+        for name, changes in self.per_capability.items():
+            unknown = sorted(set(changes) - OWN_SETTINGS)
+            if unknown:
+                raise ValueError(f"per_capability.{name}: not a train setting: {', '.join(unknown)}")
+            try:
+                self.for_capability(name)
+            except ValidationError as err:
+                problem = err.errors()[0]
+                where = ".".join(str(p) for p in problem["loc"])
+                raise ValueError(f"per_capability.{name}{'.' + where if where else ''}: {problem['msg']}") from None
         return self
+
+    def for_capability(self, name: str) -> TrainConfig:
+        """The settings `name`'s adapter trains with: this section with `per_capability[name]` applied (and no
+        per-capability table of its own)."""
+        changes = self.per_capability.get(name)
+        if not changes:
+            return self
+        return TrainConfig.model_validate({**self.model_dump(), **changes, "per_capability": {}})
 
     @field_validator("keep_fractions")
     @classmethod
@@ -182,6 +206,7 @@ class TrainConfig(Section):
         return self.micro_batch_size or self.num_generations
 
 
+OWN_SETTINGS = set(TrainConfig.model_fields) - {"per_capability"}  # what a capability's entry may set
 OLD_SAMPLERS = {"hf": "transformers"}  # values older runs recorded for `sampler`
 
 

@@ -360,6 +360,10 @@ async def synthesize_one(ctx: Context, cap: Capability, folder: Path, echo: Call
             return finish("ready", "", result.figures)
         if attempt == syn.max_attempts:
             break
+        if syn.stop_without_success and result.figures["success_rate"] == 0:
+            reason = f"no calibration sample succeeded at attempt {attempt}, hinted or not (stop_without_success)"
+            _write_sample(b, env)
+            return finish("needs_attention", reason, last_fig)
         moved = _reweight_decisions(b, env, result) or _move_difficulty(b, result.direction)
         if moved and b.mode == "llm":
             problem = await b.materialize()

@@ -93,7 +93,7 @@ def run_train(
                 name=n,
                 backend=backend,
                 env=e,
-                cfg=cfg,
+                cfg=cfg.for_capability(n),
                 run_root=run.root,
                 from_run=envs is None and env_spec is None and not mix,
             )
