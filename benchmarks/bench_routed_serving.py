@@ -32,6 +32,7 @@ for _key, _value in (("OMP_WAIT_POLICY", "PASSIVE"), ("HF_HUB_OFFLINE", "1"), ("
 
 from trace_rl.artifacts.store import JsonlStore, atomic_write_json  # noqa: E402
 from trace_rl.config import TraceConfig  # noqa: E402
+from trace_rl.config.train import TrainConfig  # noqa: E402
 from trace_rl.engine.episode import EpisodeLimits  # noqa: E402
 from trace_rl.engine.plan import plan_jobs  # noqa: E402
 from trace_rl.engine.runner import run_rollout  # noqa: E402
@@ -60,24 +61,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-steps", type=int, default=24)
     p.add_argument("--prompt", default="library-agent-v5")
     p.add_argument("--arms", nargs="*", default=list(ARMS), choices=list(ARMS))
-    p.add_argument("--repeat", type=int, default=1, help="play every arm this many times, interleaved")
+    p.add_argument("--repeat", type=int, default=1, help="play every arm this many times, in the same order each time")
     p.add_argument("--out", type=Path, default=Path("runs/bench-routed-serving"))
     return p.parse_args(argv)
 
 
 def zero_adapter(model: Path, folder: Path, seed: int) -> Path:
-    """A PEFT LoRA (r = 16 on q/k/v/o, the trainer's default) whose B is 0: the base model's function."""
+    """A PEFT LoRA of the trainer's default shape (`TrainConfig`: rank, alpha, target modules) whose B is 0: the base
+    model's function."""
     if (folder / "adapter_config.json").exists():
         return folder
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
+    shape = TrainConfig()
     torch.manual_seed(seed)
-    base = AutoModelForCausalLM.from_pretrained(model, torch_dtype=torch.bfloat16)
-    peft = get_peft_model(
-        base, LoraConfig(r=16, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
-    )
+    base = AutoModelForCausalLM.from_pretrained(model, dtype=torch.bfloat16)
+    lora = LoraConfig(r=shape.lora_r, lora_alpha=shape.lora_alpha, target_modules=shape.lora_targets)
+    peft = get_peft_model(base, lora)
     peft.save_pretrained(folder)
     return folder
 

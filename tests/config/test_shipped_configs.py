@@ -21,3 +21,10 @@ def test_the_repository_ships_configs() -> None:
 def test_a_shipped_config_loads(path: Path) -> None:
     cfg = load_config(path)
     assert cfg.run.name
+
+
+def test_the_demo_on_its_second_range_differs_only_in_the_range() -> None:
+    demo = load_config(CONFIGS / "demo.yaml").model_dump(mode="json")
+    second = load_config(CONFIGS / "measured" / "demo-range2.yaml").model_dump(mode="json")
+    assert second["env"]["options"].pop("test_start") == 100 and "test_start" not in demo["env"]["options"]
+    assert second == demo

@@ -309,6 +309,7 @@ async def synthesize_one(ctx: Context, cap: Capability, folder: Path, echo: Call
     echo(f"{cap.name}: {b.mode} generator ({b.spec.generator.kind}), type {kind}")
 
     last_fig: dict[str, Any] = {}
+    stopped = ""  # why calibration ended before its attempts ran out
     for attempt in range(1, syn.max_attempts + 1):
         env = b.env()
         report = validate(env, b.validation_seeds(), min_sensitivity=syn.min_sensitivity)
@@ -361,9 +362,8 @@ async def synthesize_one(ctx: Context, cap: Capability, folder: Path, echo: Call
         if attempt == syn.max_attempts:
             break
         if syn.stop_without_success and result.figures["success_rate"] == 0:
-            reason = f"no calibration sample succeeded at attempt {attempt}, hinted or not (stop_without_success)"
-            _write_sample(b, env)
-            return finish("needs_attention", reason, last_fig)
+            stopped = f"no calibration sample succeeded at attempt {attempt}, hinted or not (stop_without_success)"
+            break
         moved = _reweight_decisions(b, env, result) or _move_difficulty(b, result.direction)
         if moved and b.mode == "llm":
             problem = await b.materialize()
@@ -376,7 +376,7 @@ async def synthesize_one(ctx: Context, cap: Capability, folder: Path, echo: Call
                 break
     if b.spec is not None:
         _write_sample(b, b.env())
-    reason = f"calibration out of range after {len(calibrations)} attempts"
+    reason = stopped or f"calibration out of range after {len(calibrations)} attempts"
     if b.spec is None:
         reason += "; regeneration failed: " + (b.notes[-1] if b.notes else "")
     return finish("needs_attention", reason, last_fig)
